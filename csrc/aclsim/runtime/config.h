@@ -1,0 +1,29 @@
+// Simulator settings, read once from the environment.
+//
+//   ACLSIM_DEVICES        number of simulated devices (1..8, default 2)
+//   ACLSIM_SOC            SoC name reported by aclrtGetSocName (default Ascend910B1)
+//   ACLSIM_DEVICE_MEMORY_MB  simulated HBM per device (default 16384)
+//   ACLSIM_OP_COST_US     simulated device time of every operator (default 0)
+//   ASCEND_RT_VISIBLE_DEVICES  as on CANN: remaps and trims the visible devices
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace aclsim {
+
+struct Config {
+  int physical_devices = 2;
+  std::vector<int> visible;  // logical id -> physical id
+  std::string soc = "Ascend910B1";
+  size_t device_memory = size_t{16} << 30;
+  double op_cost_seconds = 0.0;
+  int device_count() const { return static_cast<int>(visible.size()); }
+};
+
+const Config& config();
+
+constexpr int kMaxDevices = 8;
+
+}  // namespace aclsim

@@ -1,0 +1,258 @@
+// ACL event calls, local and IPC. The ordering logic lives in EventCore;
+// this file validates arguments, applies CANN's rules about which calls an
+// IPC event allows, and hands IPC events to other processes via the broker.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "broker.h"
+#include "device.h"
+#include "event_core.h"
+#include "handles.h"
+#include "no_destructor.h"
+#include "stream.h"
+
+using namespace aclsim;
+
+namespace {
+
+constexpr uint32_t kKnownFlags = ACL_EVENT_SYNC | ACL_EVENT_CAPTURE_STREAM_PROGRESS | ACL_EVENT_TIME_LINE |
+                                 ACL_EVENT_DEVICE_USE_ONLY | ACL_EVENT_EXTERNAL | ACL_EVENT_IPC;
+
+struct Event {
+  uint32_t flags = 0;
+  std::shared_ptr<EventCore> core;
+  bool imported = false;
+  std::mutex mu;             // guards the fields below
+  bool exported = false;
+  broker::Ticket ticket{};
+  bool is_ipc() const { return (flags & ACL_EVENT_IPC) != 0; }
+};
+
+HandleTable<Event>& events() {
+  static NoDestructor<HandleTable<Event>> table(uintptr_t{0x5E0000000000});
+  return *table;
+}
+
+std::shared_ptr<Event> lookup(aclrtEvent handle, const char* call, aclError* err) {
+  auto e = events().get(handle);
+  *err = e == nullptr ? fail(ACL_ERROR_RT_PARAM_INVALID, std::string(call) + ": invalid event handle") : ACL_SUCCESS;
+  return e;
+}
+
+aclError forbid_ipc(const Event& e, const char* call) {
+  if (!e.is_ipc()) return ACL_SUCCESS;
+  return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, std::string(call) + " is not supported on an IPC event");
+}
+
+aclError create_event(aclrtEvent* out, uint32_t flags) {
+  if (out == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "create event: null output");
+  if ((flags & ~kKnownFlags) != 0) return fail(ACL_ERROR_INVALID_PARAM, "create event: unknown flag bits");
+  if ((flags & ACL_EVENT_IPC) != 0 && flags != ACL_EVENT_IPC) {
+    return fail(ACL_ERROR_INVALID_PARAM, "create event: ACL_EVENT_IPC cannot be combined with other flags");
+  }
+  int dev = -1;
+  if (aclError rc = require_current_device(&dev); rc != ACL_SUCCESS) return rc;
+  auto e = std::make_shared<Event>();
+  e->flags = flags;
+  aclError rc = ACL_SUCCESS;
+  e->core = e->is_ipc() ? EventCore::create_shared(dev, &rc) : EventCore::create_local(dev);
+  if (e->core == nullptr) return rc != ACL_SUCCESS ? rc : fail(ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, "create event failed");
+  count(Counter::CreateEvent);
+  if (e->is_ipc()) count(Counter::IpcEventCreate);
+  *out = events().add(std::move(e));
+  return ACL_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+ACLSIM_API aclError aclrtCreateEvent(aclrtEvent* event) { return create_event(event, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE); }
+
+ACLSIM_API aclError aclrtCreateEventWithFlag(aclrtEvent* event, uint32_t flag) { return create_event(event, flag); }
+
+ACLSIM_API aclError aclrtCreateEventExWithFlag(aclrtEvent* event, uint32_t flag) { return create_event(event, flag); }
+
+ACLSIM_API aclError aclrtDestroyEvent(aclrtEvent event) {
+  auto e = events().remove(event);
+  if (e == nullptr) return fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtDestroyEvent: invalid event handle");
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (e->exported) broker::retract(e->ticket);  // later opens of the handle fail
+  }
+  count(Counter::DestroyEvent);
+  if (e->is_ipc()) count(Counter::IpcEventDestroy);
+  return ACL_SUCCESS;  // queued records/waits keep the table alive until they ran
+}
+
+ACLSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtRecordEvent", &err);
+  if (e == nullptr) return err;
+  auto s = resolve_stream(stream, &err);
+  if (s == nullptr) return err;
+  count(Counter::RecordEvent);
+  return e->core->record(*s);
+}
+
+ACLSIM_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtStreamWaitEvent", &err);
+  if (e == nullptr) return err;
+  auto s = resolve_stream(stream, &err);
+  if (s == nullptr) return err;
+  count(Counter::StreamWaitEvent);
+  return e->core->wait(*s);
+}
+
+ACLSIM_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtResetEvent", &err);
+  if (e == nullptr) return err;
+  if ((err = forbid_ipc(*e, "aclrtResetEvent")) != ACL_SUCCESS) return err;
+  auto s = resolve_stream(stream, &err);
+  if (s == nullptr) return err;
+  return e->core->reset(*s);
+}
+
+ACLSIM_API aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus* status) {
+  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventStatus: null output");
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtQueryEventStatus", &err);
+  if (e == nullptr) return err;
+  count(Counter::QueryEvent);
+  bool complete = false;
+  if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
+  *status = complete ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  return ACL_SUCCESS;
+}
+
+ACLSIM_API aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus* status) {
+  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEvent: null output");
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtQueryEvent", &err);
+  if (e == nullptr) return err;
+  if ((err = forbid_ipc(*e, "aclrtQueryEvent")) != ACL_SUCCESS) return err;
+  bool complete = false;
+  if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
+  *status = complete ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
+  return ACL_SUCCESS;
+}
+
+ACLSIM_API aclError aclrtQueryEventWaitStatus(aclrtEvent event, aclrtEventWaitStatus* status) {
+  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventWaitStatus: null output");
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtQueryEventWaitStatus", &err);
+  if (e == nullptr) return err;
+  if ((err = forbid_ipc(*e, "aclrtQueryEventWaitStatus")) != ACL_SUCCESS) return err;
+  bool complete = false;
+  if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
+  *status = complete ? ACL_EVENT_WAIT_STATUS_COMPLETE : ACL_EVENT_WAIT_STATUS_NOT_READY;
+  return ACL_SUCCESS;
+}
+
+ACLSIM_API aclError aclrtSynchronizeEvent(aclrtEvent event) {
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtSynchronizeEvent", &err);
+  if (e == nullptr) return err;
+  count(Counter::SynchronizeEvent);
+  return e->core->synchronize(-1);
+}
+
+ACLSIM_API aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout) {
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtSynchronizeEventWithTimeout", &err);
+  if (e == nullptr) return err;
+  count(Counter::SynchronizeEvent);
+  return e->core->synchronize(timeout);
+}
+
+ACLSIM_API aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent) {
+  if (ms == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtEventElapsedTime: null output");
+  aclError err = ACL_SUCCESS;
+  auto a = lookup(startEvent, "aclrtEventElapsedTime", &err);
+  if (a == nullptr) return err;
+  auto b = lookup(endEvent, "aclrtEventElapsedTime", &err);
+  if (b == nullptr) return err;
+  if ((err = forbid_ipc(*a, "aclrtEventElapsedTime")) != ACL_SUCCESS) return err;
+  if ((err = forbid_ipc(*b, "aclrtEventElapsedTime")) != ACL_SUCCESS) return err;
+  uint64_t t0 = 0, t1 = 0;
+  if ((err = a->core->timestamp(&t0)) != ACL_SUCCESS) return err;
+  if ((err = b->core->timestamp(&t1)) != ACL_SUCCESS) return err;
+  *ms = static_cast<float>((static_cast<double>(t1) - static_cast<double>(t0)) / 1e6);
+  return ACL_SUCCESS;
+}
+
+ACLSIM_API aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t* timestamp) {
+  if (timestamp == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtEventGetTimestamp: null output");
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtEventGetTimestamp", &err);
+  if (e == nullptr) return err;
+  if ((err = forbid_ipc(*e, "aclrtEventGetTimestamp")) != ACL_SUCCESS) return err;
+  uint64_t ns = 0;
+  if ((err = e->core->timestamp(&ns)) != ACL_SUCCESS) return err;
+  *timestamp = ns / 1000;  // microseconds
+  return ACL_SUCCESS;
+}
+
+ACLSIM_API aclError aclrtGetEventId(aclrtEvent event, uint32_t* eventId) {
+  if (eventId == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetEventId: null output");
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtGetEventId", &err);
+  if (e == nullptr) return err;
+  if ((err = forbid_ipc(*e, "aclrtGetEventId")) != ACL_SUCCESS) return err;
+  *eventId = static_cast<uint32_t>((reinterpret_cast<uintptr_t>(event) >> 4) & 0xFFFF);
+  return ACL_SUCCESS;
+}
+
+ACLSIM_API aclError aclrtIpcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle* handle) {
+  if (handle == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcGetEventHandle: null output");
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtIpcGetEventHandle", &err);
+  if (e == nullptr) return err;
+  if (!e->is_ipc()) {
+    return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                "aclrtIpcGetEventHandle: the event was not created with ACL_EVENT_IPC");
+  }
+  std::lock_guard<std::mutex> lock(e->mu);
+  if (!e->exported) {
+    broker::Export ex;
+    ex.kind = broker::Kind::Event;
+    ex.owner = e->core;
+    ex.fd = e->core->fd();
+    ex.device = e->core->device();
+    ex.check_pid = false;
+    if ((err = broker::publish(std::move(ex), &e->ticket)) != ACL_SUCCESS) return err;
+    e->exported = true;
+  }
+  std::string text = broker::format_ticket(broker::Kind::Event, e->ticket);
+  std::memset(handle->reserved, 0, sizeof(handle->reserved));
+  std::memcpy(handle->reserved, text.data(), std::min(text.size(), sizeof(handle->reserved) - 1));
+  count(Counter::IpcEventHandleExport);
+  return ACL_SUCCESS;
+}
+
+ACLSIM_API aclError aclrtIpcOpenEventHandle(aclrtIpcEventHandle handle, aclrtEvent* event) {
+  if (event == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcOpenEventHandle: null output");
+  broker::Ticket t;
+  if (!broker::parse_ticket(broker::Kind::Event, handle.reserved, sizeof(handle.reserved), &t)) {
+    return fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtIpcOpenEventHandle: not a valid IPC event handle");
+  }
+  int dev = -1;
+  aclError err = require_current_device(&dev);
+  if (err != ACL_SUCCESS) return err;
+  broker::Grant g;
+  if ((err = broker::request(broker::Kind::Event, t, &g)) != ACL_SUCCESS) return err;
+  auto e = std::make_shared<Event>();
+  e->flags = ACL_EVENT_IPC;
+  e->imported = true;
+  e->core = EventCore::map_shared(g.fd, &err);
+  if (e->core == nullptr) return err;
+  count(Counter::IpcEventOpen);
+  *event = events().add(std::move(e));
+  return ACL_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,299 @@
+#include "event_core.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+#include "futex.h"
+#include "stream.h"
+
+namespace aclsim {
+
+namespace {
+enum SlotState : uint32_t { kFree = 0, kPending = 1, kDone = 2, kAbandoned = 3 };
+constexpr uint32_t kMagic = 0x41435345;  // "ACSE"
+constexpr uint32_t kVersion = 1;
+constexpr int64_t kPollNs = 100'000'000;  // liveness check period of a blocked wait
+}  // namespace
+
+struct Slot {
+  std::atomic<uint32_t> state;
+  std::atomic<uint32_t> pins;
+  std::atomic<int32_t> recorder_pid;
+  uint32_t reserved;
+  std::atomic<uint64_t> done_ns;
+};
+
+struct EventTable {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t slot_count;
+  int32_t device;
+  pthread_mutex_t lock;
+  std::atomic<uint32_t> current;  // slot index + 1; 0 = never recorded
+  uint32_t reserved;
+  std::atomic<uint64_t> records;
+  Slot slots[1];  // slot_count entries follow
+};
+
+namespace {
+
+size_t table_bytes(uint32_t slots) {
+  size_t raw = offsetof(EventTable, slots) + sizeof(Slot) * slots;
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (raw + page - 1) / page * page;
+}
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Holds the table's process-shared robust mutex. A holder that died leaves
+// the table consistent (every critical section is a handful of stores), so
+// the lock is simply marked consistent again.
+class TableLock {
+ public:
+  explicit TableLock(EventTable* t) : m_(&t->lock) {
+    if (pthread_mutex_lock(m_) == EOWNERDEAD) pthread_mutex_consistent(m_);
+  }
+  ~TableLock() { pthread_mutex_unlock(m_); }
+  TableLock(const TableLock&) = delete;
+  TableLock& operator=(const TableLock&) = delete;
+
+ private:
+  pthread_mutex_t* m_;
+};
+
+bool process_alive(int32_t pid) { return pid <= 0 || kill(pid, 0) == 0 || errno == EPERM; }
+
+// Blocks until the slot left the pending state. Returns an error when the
+// recorder died first or the deadline passed.
+aclError wait_slot(Slot& slot, int64_t deadline_ns) {
+  for (;;) {
+    uint32_t st = slot.state.load(std::memory_order_acquire);
+    if (st == kDone) return ACL_SUCCESS;
+    if (st == kAbandoned) {
+      return fail(ACL_ERROR_RT_PARAM_INVALID, "the process that recorded this IPC event (pid " +
+                                                  std::to_string(slot.recorder_pid.load()) +
+                                                  ") exited before the record ran");
+    }
+    if (st != kPending) return ACL_SUCCESS;
+    int64_t now = static_cast<int64_t>(now_ns());
+    if (deadline_ns >= 0 && now >= deadline_ns) return fail(ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, "event wait timed out");
+    int64_t step = kPollNs;
+    if (deadline_ns >= 0 && deadline_ns - now < step) step = deadline_ns - now;
+    futex_wait(&slot.state, kPending, step);
+    if (slot.state.load() == kPending && !process_alive(slot.recorder_pid.load())) {
+      uint32_t expected = kPending;
+      if (slot.state.compare_exchange_strong(expected, kAbandoned)) futex_wake_all(&slot.state);
+    }
+  }
+}
+
+}  // namespace
+
+EventCore::EventCore(Key, EventTable* table, size_t bytes, int fd, bool shared)
+    : table_(table), bytes_(bytes), fd_(fd), shared_(shared) {}
+
+EventCore::~EventCore() {
+  munmap(table_, bytes_);
+  if (fd_ >= 0) close(fd_);
+}
+
+int EventCore::device() const { return table_->device; }
+
+std::shared_ptr<EventCore> EventCore::make(int device, uint32_t slots, bool shared, aclError* err) {
+  const size_t bytes = table_bytes(slots);
+  int fd = -1;
+  void* p = MAP_FAILED;
+  if (shared) {
+    fd = memfd_create("aclsim-ipc-event", MFD_CLOEXEC);
+    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) == 0) {
+      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+  } else {
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  }
+  if (p == MAP_FAILED) {
+    if (fd >= 0) close(fd);
+    *err = fail(ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, std::string("event table: ") + std::strerror(errno));
+    return nullptr;
+  }
+  auto* t = static_cast<EventTable*>(p);  // zero-filled by mmap
+  t->magic = kMagic;
+  t->version = kVersion;
+  t->slot_count = slots;
+  t->device = device;
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, shared ? PTHREAD_PROCESS_SHARED : PTHREAD_PROCESS_PRIVATE);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&t->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+  *err = ACL_SUCCESS;
+  return std::make_shared<EventCore>(Key{}, t, bytes, fd, shared);
+}
+
+std::shared_ptr<EventCore> EventCore::create_local(int device) {
+  aclError err = ACL_SUCCESS;
+  return make(device, kLocalSlots, false, &err);
+}
+
+std::shared_ptr<EventCore> EventCore::create_shared(int device, aclError* err) {
+  return make(device, kIpcSlots, true, err);
+}
+
+std::shared_ptr<EventCore> EventCore::map_shared(int fd, aclError* err) {
+  const size_t bytes = table_bytes(kIpcSlots);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    close(fd);
+    *err = fail(ACL_ERROR_RT_PARAM_INVALID, "IPC event: received table has the wrong size");
+    return nullptr;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    *err = fail(ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, std::string("IPC event: ") + std::strerror(errno));
+    return nullptr;
+  }
+  auto* t = static_cast<EventTable*>(p);
+  if (t->magic != kMagic || t->version != kVersion || t->slot_count != kIpcSlots) {
+    munmap(p, bytes);
+    close(fd);
+    *err = fail(ACL_ERROR_RT_PARAM_INVALID, "IPC event: received table is not an aclsim event table");
+    return nullptr;
+  }
+  *err = ACL_SUCCESS;
+  return std::make_shared<EventCore>(Key{}, t, bytes, fd, true);
+}
+
+aclError EventCore::record(Stream& stream) {
+  const uint32_t n = table_->slot_count;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  uint32_t idx = n;
+  for (;;) {
+    {
+      TableLock lock(table_);
+      uint32_t cur = table_->current.load();
+      for (uint32_t k = 0; k < n; ++k) {
+        uint32_t cand = (cur + k) % n;  // cur is index + 1: start after the current slot
+        if (cand + 1 == cur) continue;
+        Slot& s = table_->slots[cand];
+        if (s.state.load() != kPending && s.pins.load() == 0) {
+          idx = cand;
+          break;
+        }
+      }
+      if (idx < n) {
+        Slot& s = table_->slots[idx];
+        s.recorder_pid.store(static_cast<int32_t>(getpid()));
+        s.done_ns.store(0);
+        s.state.store(kPending, std::memory_order_release);
+        table_->current.store(idx + 1, std::memory_order_release);
+        table_->records.fetch_add(1);
+        break;
+      }
+    }
+    // Every slot is pending or pinned: back-pressure until the device
+    // catches up, like a full hardware queue.
+    if (std::chrono::steady_clock::now() > deadline) {
+      return fail(ACL_ERROR_RT_STREAM_TASK_FULL, "event record: all " + std::to_string(n) + " slots are busy");
+    }
+    Slot& oldest = table_->slots[table_->current.load() % n];
+    futex_wait(&oldest.state, kPending, 1'000'000);
+  }
+  Slot* slot = &table_->slots[idx];
+  // The task holds the core, so the table stays mapped even if the event is
+  // destroyed before the record ran.
+  aclError rc = stream.enqueue("aclrtRecordEvent", [slot, self = shared_from_this()] {
+    slot->done_ns.store(now_ns());
+    slot->state.store(kDone, std::memory_order_release);
+    futex_wake_all(&slot->state);
+    return ACL_SUCCESS;
+  });
+  if (rc != ACL_SUCCESS) {
+    slot->state.store(kDone);
+    futex_wake_all(&slot->state);
+  }
+  return rc;
+}
+
+aclError EventCore::wait(Stream& stream) {
+  Slot* slot = nullptr;
+  {
+    TableLock lock(table_);
+    uint32_t cur = table_->current.load();
+    if (cur == 0) return ACL_SUCCESS;  // wait before any record: no-op
+    slot = &table_->slots[cur - 1];
+    uint32_t st = slot->state.load();
+    if (st == kDone) return ACL_SUCCESS;
+    if (st == kAbandoned) return wait_slot(*slot, 0);
+    slot->pins.fetch_add(1);
+  }
+  aclError rc = stream.enqueue("aclrtStreamWaitEvent", [slot, self = shared_from_this()] {
+    aclError r = wait_slot(*slot, -1);
+    slot->pins.fetch_sub(1);
+    return r;
+  });
+  if (rc != ACL_SUCCESS) slot->pins.fetch_sub(1);
+  return rc;
+}
+
+aclError EventCore::reset(Stream& stream) {
+  return stream.enqueue("aclrtResetEvent", [self = shared_from_this()] {
+    TableLock lock(self->table_);
+    self->table_->current.store(0);
+    return ACL_SUCCESS;
+  });
+}
+
+aclError EventCore::query(bool* complete) {
+  uint32_t cur = table_->current.load(std::memory_order_acquire);
+  if (cur == 0) {
+    *complete = true;
+    return ACL_SUCCESS;
+  }
+  Slot& s = table_->slots[cur - 1];
+  uint32_t st = s.state.load(std::memory_order_acquire);
+  if (st == kPending && !process_alive(s.recorder_pid.load())) return wait_slot(s, 0);
+  if (st == kAbandoned) return wait_slot(s, 0);
+  *complete = st != kPending;
+  return ACL_SUCCESS;
+}
+
+aclError EventCore::synchronize(int32_t timeout_ms) {
+  Slot* slot = nullptr;
+  {
+    TableLock lock(table_);
+    uint32_t cur = table_->current.load();
+    if (cur == 0) return ACL_SUCCESS;
+    slot = &table_->slots[cur - 1];
+    slot->pins.fetch_add(1);
+  }
+  int64_t deadline = timeout_ms < 0 ? -1 : static_cast<int64_t>(now_ns()) + int64_t{timeout_ms} * 1'000'000;
+  aclError rc = wait_slot(*slot, deadline);
+  slot->pins.fetch_sub(1);
+  return rc;
+}
+
+aclError EventCore::timestamp(uint64_t* ns) {
+  uint32_t cur = table_->current.load();
+  if (cur == 0) return fail(ACL_ERROR_RT_PARAM_INVALID, "event was never recorded");
+  Slot& s = table_->slots[cur - 1];
+  if (s.state.load() != kDone) return fail(ACL_ERROR_RT_PARAM_INVALID, "event record has not run yet");
+  *ns = s.done_ns.load();
+  return ACL_SUCCESS;
+}
+
+}  // namespace aclsim

@@ -1,0 +1,123 @@
+#include "stream.h"
+
+#include <chrono>
+
+#include "device.h"
+#include "no_destructor.h"
+
+namespace aclsim {
+
+Stream::Stream(int device, bool is_default)
+    : device_(device), is_default_(is_default), worker_([this] { run(); }) {}
+
+Stream::~Stream() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  worker_.join();
+}
+
+aclError Stream::enqueue(const char* what, Task task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return fail(ACL_ERROR_RT_STREAM_CONTEXT, std::string(what) + ": stream is being destroyed");
+  if (error_ != ACL_SUCCESS && stop_on_failure_) {
+    return fail(error_, std::string(what) + ": stream stopped after an earlier failure: " + error_message_);
+  }
+  queue_.push_back(std::move(task));
+  ++enqueued_;
+  work_cv_.notify_one();
+  return ACL_SUCCESS;
+}
+
+void Stream::run() {
+  set_current_device(device_);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping and drained
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    bool skip = error_ != ACL_SUCCESS && stop_on_failure_;
+    lock.unlock();
+    aclError rc = ACL_SUCCESS;
+    std::string message;
+    if (!skip) {
+      rc = task();
+      if (rc != ACL_SUCCESS) {
+        const char* m = aclGetRecentErrMsg();
+        message = m != nullptr ? m : "device task failed";
+      }
+    }
+    task = nullptr;  // release captured resources before reporting done
+    lock.lock();
+    if (rc != ACL_SUCCESS && error_ == ACL_SUCCESS) {
+      error_ = rc;
+      error_message_ = message;
+    }
+    ++finished_;
+    done_cv_.notify_all();
+  }
+}
+
+aclError Stream::synchronize(int32_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = enqueued_;
+  auto reached = [this, target] { return finished_ >= target; };
+  if (timeout_ms < 0) {
+    done_cv_.wait(lock, reached);
+  } else if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), reached)) {
+    return fail(ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "stream synchronize timed out");
+  }
+  if (error_ != ACL_SUCCESS) {
+    aclError rc = fail(error_, error_message_);
+    if (!stop_on_failure_) {
+      error_ = ACL_SUCCESS;
+      error_message_.clear();
+    }
+    return rc;
+  }
+  return ACL_SUCCESS;
+}
+
+bool Stream::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_ >= enqueued_;
+}
+
+void Stream::discard_pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_ += queue_.size();
+  queue_.clear();
+  done_cv_.notify_all();
+}
+
+HandleTable<Stream>& stream_table() {
+  static NoDestructor<HandleTable<Stream>> table(uintptr_t{0x5A0000000000});
+  return *table;
+}
+
+std::shared_ptr<Stream> resolve_stream(aclrtStream stream, aclError* err) {
+  if (stream == nullptr) {
+    int dev = -1;
+    if ((*err = require_current_device(&dev)) != ACL_SUCCESS) return nullptr;
+    stream = default_stream(dev);
+  }
+  std::shared_ptr<Stream> s = stream_table().get(stream);
+  if (s == nullptr) {
+    *err = fail(ACL_ERROR_RT_STREAM_CONTEXT, "invalid stream handle (never created, or already destroyed)");
+    return nullptr;
+  }
+  *err = ACL_SUCCESS;
+  return s;
+}
+
+aclError enqueue(aclrtStream stream, const char* what, Task task) {
+  aclError err = ACL_SUCCESS;
+  std::shared_ptr<Stream> s = resolve_stream(stream, &err);
+  if (s == nullptr) return err;
+  return s->enqueue(what, std::move(task));
+}
+
+}  // namespace aclsim

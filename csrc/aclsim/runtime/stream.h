@@ -1,0 +1,71 @@
+// A simulated device stream: an in-order queue of tasks run by a worker
+// thread of its own. Host calls that enqueue return at once; the work runs
+// later, in order, as it would on the device.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "aclsim/runtime.h"
+#include "handles.h"
+
+namespace aclsim {
+
+class Stream {
+ public:
+  Stream(int device, bool is_default);
+  ~Stream();  // runs what is queued, then stops the worker
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int device() const { return device_; }
+  bool is_default() const { return is_default_; }
+
+  aclError enqueue(const char* what, Task task);
+
+  // Blocks until every task enqueued before the call ran. timeout_ms < 0
+  // waits forever. Reports (and, in continue-on-failure mode, clears) the
+  // first task failure.
+  aclError synchronize(int32_t timeout_ms);
+
+  // True when nothing enqueued is still pending.
+  bool idle();
+
+  // Drops tasks that have not started (aclrtDestroyStreamForce).
+  void discard_pending();
+
+  void set_stop_on_failure(bool stop) { stop_on_failure_ = stop; }
+
+ private:
+  void run();
+
+  const int device_;
+  const bool is_default_;
+  bool stop_on_failure_ = false;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::deque<Task> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t finished_ = 0;
+  bool stopping_ = false;
+  aclError error_ = ACL_SUCCESS;
+  std::string error_message_;
+
+  std::thread worker_;
+};
+
+HandleTable<Stream>& stream_table();
+
+// Resolves an aclrtStream argument: nullptr means the default stream of the
+// calling thread's current device. On failure returns nullptr and sets the
+// error message; *err receives the ACL error code.
+std::shared_ptr<Stream> resolve_stream(aclrtStream stream, aclError* err);
+
+}  // namespace aclsim
