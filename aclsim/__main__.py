@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 
-from aclsim._env import DEFAULT_DEVICES, MAX_DEVICES, simulator_env
+from aclsim._env import _ENV_KEYS, DEFAULT_DEVICES, MAX_DEVICES, simulator_env
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--devices must be between 1 and {MAX_DEVICES}")
     env = simulator_env(args.devices, args.soc)
     if args.print_env:
-        for key in ("ACLSIM_ACTIVE", "ACLSIM_DEVICES", "ACLSIM_SOC", "LD_LIBRARY_PATH"):
+        for key in _ENV_KEYS:
             print(f"export {key}={env[key]}")
         return 0
     if not cmd:

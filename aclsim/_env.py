@@ -24,6 +24,9 @@ _LIBRARIES = (
     "libopapi.so",
 )
 
+# Variables simulator_env() sets.
+_ENV_KEYS = ("ACLSIM_ACTIVE", "ACLSIM_DEVICES", "ACLSIM_SOC", "LD_LIBRARY_PATH", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
+
 _handles: list[ctypes.CDLL] = []
 
 
@@ -86,9 +89,12 @@ def simulator_env(devices: int | None = None, soc: str | None = None, base: dict
     env["ACLSIM_SOC"] = soc or env.get("ACLSIM_SOC") or DEFAULT_SOC
     paths = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and p != libs]
     env["LD_LIBRARY_PATH"] = os.pathsep.join([libs, *paths])
-    # A CANN install points torch_npu at its own tree; the simulator has none.
-    for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH"):
-        env.pop(var, None)
+    # torch_npu checks CANN's install tree: point it at the simulator's
+    # placeholder tree (runtime/, compiler/, opp/), never at a real CANN.
+    home = Path(__file__).resolve().parent / "cann_home"
+    env.pop("ASCEND_TOOLKIT_HOME", None)
+    env["ASCEND_HOME_PATH"] = str(home)
+    env["ASCEND_OPP_PATH"] = str(home / "opp")
     return env
 
 
@@ -121,10 +127,9 @@ def activate(devices: int | None = None, soc: str | None = None) -> None:
             "call it first, or start the program with `aclsim -- python ...`"
         )
     env = simulator_env(devices, soc)
-    for key in ("ACLSIM_ACTIVE", "ACLSIM_DEVICES", "ACLSIM_SOC", "LD_LIBRARY_PATH"):
+    for key in _ENV_KEYS:
         os.environ[key] = env[key]
-    for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH"):
-        os.environ.pop(var, None)
+    os.environ.pop("ASCEND_TOOLKIT_HOME", None)
     d = lib_dir()
     for name in _LIBRARIES:
         if (d / name).is_file():

@@ -1,0 +1,44 @@
+# Quick start (see README.md):
+#   make demo    installs everything into .venv, builds, runs the demo (on aclsim without an NPU)
+#   make test    runs the test suite
+# Other targets: install, bench, doctor, lint, sdist, clean.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test install bench doctor lint sdist clean
+
+demo: install
+	$(PY) -m torch_npu_ipc.demo
+
+test: install
+	$(PY) -m pytest test $(PYTEST_ARGS)
+
+install: $(STAMP)
+
+$(STAMP): setup.py requirements.txt $(shell find csrc tools -name '*.cpp' -o -name '*.h' -o -name '*.py' 2>/dev/null)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-build-isolation -e .
+	touch $(STAMP)
+
+bench: install
+	$(PY) -m torch_npu_ipc.bench
+
+doctor: install
+	$(PY) -m torch_npu_ipc doctor
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+sdist: install
+	$(PY) -m pip install --quiet build
+	$(PY) -m build --sdist --no-isolation
+
+clean:
+	rm -rf build dist *.egg-info aclsim/lib torch_npu_ipc/*.so

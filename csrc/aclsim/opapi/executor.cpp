@@ -1,0 +1,61 @@
+// Two-phase plumbing shared by every aclnn operator (see executor.h).
+#include "executor.h"
+
+#include <chrono>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "aclsim/runtime.h"
+
+namespace aclsim::opapi {
+
+aclnnStatus prepare(const char* op, uint64_t* workspace_size, aclOpExecutor** executor,
+                    const Build& build) {
+  try {
+    if (workspace_size == nullptr) throw_nullptr("workspaceSize");
+    if (executor == nullptr) throw_nullptr("executor");
+    auto made = std::make_unique<aclOpExecutor>();
+    made->op = op;
+    made->work = build();
+    *workspace_size = 0;
+    *executor = made.release();  // ownership passes to the phase-2 call
+    return kSuccess;
+  } catch (const OpError& e) {
+    return aclsim::fail(e.code(), std::string(op) + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    return aclsim::fail(kErrInner, std::string(op) + ": out of host memory");
+  } catch (const std::exception& e) {
+    return aclsim::fail(kErrInner, std::string(op) + ": " + e.what());
+  }
+}
+
+aclnnStatus launch(const char* op, aclOpExecutor* executor, aclrtStream stream) {
+  std::unique_ptr<aclOpExecutor> owned(executor);
+  if (!owned) {
+    return aclsim::fail(kErrParamNullptr, std::string(op) + ": executor must not be null");
+  }
+  try {
+    aclsim::count(Counter::OpLaunch);
+    // std::function needs a copyable callable, so the task shares ownership.
+    std::shared_ptr<aclOpExecutor> shared(std::move(owned));
+    const double cost = aclsim::op_cost_seconds();
+    const aclError queued = aclsim::enqueue(stream, shared->op, [shared, cost]() -> aclError {
+      if (cost > 0) std::this_thread::sleep_for(std::chrono::duration<double>(cost));
+      try {
+        shared->work();
+        return ACL_SUCCESS;
+      } catch (const OpError& e) {
+        return aclsim::fail(e.code(), std::string(shared->op) + ": " + e.what());
+      } catch (const std::exception& e) {
+        return aclsim::fail(kErrInner, std::string(shared->op) + ": " + e.what());
+      }
+    });
+    return queued;
+  } catch (const std::exception& e) {
+    return aclsim::fail(kErrInner, std::string(op) + ": " + e.what());
+  }
+}
+
+}  // namespace aclsim::opapi

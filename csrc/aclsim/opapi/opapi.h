@@ -1,0 +1,103 @@
+// aclsim's libopapi.so: the aclnn operator library, simulated on the CPU.
+//
+// torch_npu dlopens libopapi.so and dlsyms every aclnn name it uses; if
+// either phase of an operator is missing it falls back to
+// aclopCompileAndExecute, which aclsim makes fail. So every name of an
+// operator family torch_npu 2.13 may look up is implemented here, and names
+// that are not implemented do not exist at all (no pretend-success stubs).
+//
+// Argument objects (tensor.cpp):
+//   aclCreateTensor, aclCreateScalar, aclCreateIntArray, aclCreateFloatArray,
+//   aclCreateBoolArray, aclCreateTensorList, aclCreateScalarList, the
+//   matching aclDestroy* functions, aclGetViewShape.
+// Operators (each as aclnnXxxGetWorkspaceSize + aclnnXxx):
+//   ops_fill.cpp     aclnnInplaceZero, aclnnInplaceOne, aclnnInplaceFillScalar,
+//                    aclnnInplaceFillTensor
+//   ops_arith.cpp    aclnnAdd, aclnnAdds, aclnnAddV3, aclnnInplaceAdd,
+//                    aclnnInplaceAdds, aclnnSub, aclnnSubs, aclnnInplaceSub,
+//                    aclnnInplaceSubs, aclnnMul, aclnnMuls, aclnnInplaceMul,
+//                    aclnnInplaceMuls, aclnnDiv, aclnnDivs, aclnnInplaceDiv,
+//                    aclnnInplaceDivs
+//   ops_compare.cpp  aclnnEqTensor, aclnnEqScalar, aclnnInplaceEqTensor,
+//                    aclnnInplaceEqScalar
+//   ops_copy.cpp     aclnnInplaceCopy, aclnnCast
+//   ops_arange.cpp   aclnnArange
+// Dtypes: float32, float16, bfloat16, float64, int8, uint8, int16, int32,
+// int64, bool; anything else is refused with an error naming op and dtype.
+// Semantics follow PyTorch's CPU kernels: inputs are promoted to a common
+// dtype, arithmetic runs in its "opmath" type (float32 for the 16-bit
+// floats, int64 for integers and bool), and the result is cast to `out`.
+//
+// This header holds the argument checks shared by the ops_*.cpp files.
+#pragma once
+
+#include <acl/acl.h>
+
+#include <vector>
+
+#include "dtype.h"
+#include "executor.h"
+#include "kernels.h"
+#include "status.h"
+#include "tensor.h"
+
+namespace aclsim::opapi {
+
+// The descriptor behind a tensor argument; throws if `t` is null.
+const TensorDesc& tensor_arg(const char* name, const aclTensor* t);
+
+// Checks a tensor argument: supported dtype, consistent strides, and (unless
+// it is empty) data inside one live device allocation.
+void check_tensor(const char* op, const char* name, const TensorDesc& t);
+
+// Copies a scalar argument after checking it is non-null and of a supported
+// dtype.
+ScalarValue scalar_arg(const char* op, const char* name, const aclScalar* s);
+
+// Throws unless `t.shape` broadcasts to `shape`.
+void check_broadcast(const char* op, const char* name, const TensorDesc& t,
+                     const std::vector<int64_t>& shape);
+
+// Throws unless `t` has exactly `shape`.
+void check_shape(const char* op, const char* name, const TensorDesc& t,
+                 const std::vector<int64_t>& shape);
+
+// True when the byte ranges spanned by the two views intersect.
+bool overlaps(const TensorDesc& a, const TensorDesc& b);
+
+// True when both describe the same elements in the same order and dtype.
+bool same_view(const TensorDesc& a, const TensorDesc& b);
+
+// At run time: `in` as an operand of dtype `dtype` over `shape`, copying it
+// into a host buffer (kept alive by `keep`) when its dtype differs or when
+// it partially overlaps `out` (so the kernel never reads what it already
+// wrote).
+Operand input_operand(const TensorDesc& in, aclDataType dtype, const TensorDesc& out,
+                      const std::vector<int64_t>& shape, std::vector<Materialized>& keep);
+
+// At run time: runs `compute` on an operand of dtype `dtype` shaped like
+// `out`, then stores it into `out`; directly when the dtypes match,
+// through a temporary buffer and a cast otherwise.
+template <class Compute>
+void write_output(const TensorDesc& out, aclDataType dtype, Compute&& compute) {
+  if (out.dtype == dtype) {
+    compute(make_operand(out, out.shape));
+    return;
+  }
+  TensorDesc scratch_shape = out;
+  scratch_shape.dtype = dtype;
+  Materialized scratch;
+  scratch.storage.resize(static_cast<size_t>(out.numel()) * element_size(dtype));
+  scratch.desc = scratch_shape;
+  scratch.desc.offset = 0;
+  scratch.desc.data = scratch.storage.data();
+  scratch.desc.strides.assign(out.shape.size(), 1);
+  for (size_t i = out.shape.size(); i > 1; --i) {
+    scratch.desc.strides[i - 2] = scratch.desc.strides[i - 1] * out.shape[i - 1];
+  }
+  const Operand tmp = make_operand(scratch.desc, out.shape);
+  compute(tmp);
+  cast_kernel(make_operand(out, out.shape), tmp, out.shape);
+}
+
+}  // namespace aclsim::opapi

@@ -1,0 +1,77 @@
+#include "acl_table.h"
+
+#include <dlfcn.h>
+
+#include <c10/util/Exception.h>
+
+namespace torch_npu_ipc {
+namespace {
+
+void* library() {
+  // torch_npu links libascendcl.so, so it is loaded: RTLD_NOLOAD finds it
+  // without loading a second copy from elsewhere.
+  static void* handle = [] {
+    void* h = dlopen("libascendcl.so", RTLD_NOW | RTLD_NOLOAD);
+    return h != nullptr ? h : dlopen("libascendcl.so", RTLD_NOW | RTLD_GLOBAL);
+  }();
+  return handle;
+}
+
+template <class F>
+void resolve(F& slot, const char* name) {
+  void* lib = library();
+  slot = lib == nullptr ? nullptr : reinterpret_cast<F>(dlsym(lib, name));
+}
+
+AclTable load() {
+  AclTable t;
+  resolve(t.CreateEventExWithFlag, "aclrtCreateEventExWithFlag");
+  resolve(t.DestroyEvent, "aclrtDestroyEvent");
+  resolve(t.RecordEvent, "aclrtRecordEvent");
+  resolve(t.StreamWaitEvent, "aclrtStreamWaitEvent");
+  resolve(t.QueryEventStatus, "aclrtQueryEventStatus");
+  resolve(t.SynchronizeEvent, "aclrtSynchronizeEvent");
+  resolve(t.SynchronizeStream, "aclrtSynchronizeStream");
+  resolve(t.StreamQuery, "aclrtStreamQuery");
+  resolve(t.GetDevice, "aclrtGetDevice");
+  resolve(t.SetDevice, "aclrtSetDevice");
+  resolve(t.IpcGetEventHandle, "aclrtIpcGetEventHandle");
+  resolve(t.IpcOpenEventHandle, "aclrtIpcOpenEventHandle");
+  resolve(t.IpcMemGetExportKey, "aclrtIpcMemGetExportKey");
+  resolve(t.IpcMemSetImportPid, "aclrtIpcMemSetImportPid");
+  resolve(t.IpcMemImportByKey, "aclrtIpcMemImportByKey");
+  resolve(t.IpcMemClose, "aclrtIpcMemClose");
+  resolve(t.DeviceCanAccessPeer, "aclrtDeviceCanAccessPeer");
+  resolve(t.DeviceEnablePeerAccess, "aclrtDeviceEnablePeerAccess");
+  resolve(t.MemcpyAsync, "aclrtMemcpyAsync");
+  resolve(t.GetRecentErrMsg, "aclGetRecentErrMsg");
+  return t;
+}
+
+}  // namespace
+
+const AclTable& acl() {
+  static const AclTable table = load();
+  return table;
+}
+
+std::string acl_library_path() {
+  void* fn = reinterpret_cast<void*>(acl().DestroyEvent);
+  Dl_info info{};
+  if (fn != nullptr && dladdr(fn, &info) != 0 && info.dli_fname != nullptr) return info.dli_fname;
+  return "libascendcl.so (not found)";
+}
+
+void require(const void* fn, const char* name, const char* feature) {
+  TORCH_CHECK(fn != nullptr, feature, " is not supported by this CANN runtime: ", name,
+              " is missing from libascendcl.so. Upgrade the CANN toolkit (8.3 or newer) and the "
+              "NPU driver (HDK 25.0 or newer) to use it.");
+}
+
+void check(aclError rc, const char* call) {
+  if (rc == ACL_SUCCESS) return;
+  const char* msg = acl().GetRecentErrMsg != nullptr ? acl().GetRecentErrMsg() : nullptr;
+  TORCH_CHECK(false, call, " failed with ACL error ", rc, msg != nullptr ? ": " : "", msg != nullptr ? msg : "");
+}
+
+}  // namespace torch_npu_ipc

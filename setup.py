@@ -1,0 +1,71 @@
+"""Build torch_npu_ipc (C++ core through torch.utils.cpp_extension) and aclsim (CANN simulator libraries).
+
+Install with ``pip install --no-build-isolation -e .``: the build needs the
+installed torch and torch_npu (pinned in requirements.txt), which an isolated
+build environment would not have.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+# torch autoloads torch_npu, which cannot load before aclsim is built.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+from setuptools import find_packages, setup  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tools"))
+import build_aclsim  # noqa: E402
+
+
+def torch_npu_dir() -> Path:
+    spec = importlib.util.find_spec("torch_npu")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("torch_npu is not installed: pip install -r requirements.txt")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+class BuildWithSimulator(BuildExtension):
+    """Builds the aclsim libraries first: linking against libtorch_npu.so needs CANN's libraries."""
+
+    def run(self) -> None:
+        lib_out = ROOT / "aclsim" / "lib" if self.inplace else Path(self.build_lib) / "aclsim" / "lib"
+        build_aclsim.build(lib_out, Path(self.build_temp) / "aclsim")
+        self._aclsim_lib = lib_out
+        for ext in self.extensions:
+            ext.extra_link_args.append(f"-Wl,-rpath-link,{lib_out}")
+        super().run()
+
+
+NPU = torch_npu_dir()
+ext = CppExtension(
+    name="torch_npu_ipc._C",
+    sources=sorted(glob.glob("csrc/plugin/*.cpp")),
+    include_dirs=[str(ROOT / "csrc" / "plugin"), str(NPU / "include"), str(NPU / "include" / "third_party" / "acl" / "inc")],
+    library_dirs=[str(NPU / "lib")],
+    libraries=["torch_npu"],
+    extra_compile_args=["-std=c++17", "-O2", "-Wall", "-Wno-unused-parameter"],
+    extra_link_args=[f"-Wl,-rpath,{NPU / 'lib'}", "-ldl"],
+)
+
+setup(
+    name="torch_npu_ipc",
+    version="0.1.0",
+    description="Interprocess synchronization for PyTorch on Ascend NPUs (IPC events, shared tensors, p2p copies, external streams)",
+    long_description=(ROOT / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["torch_npu_ipc", "torch_npu_ipc.*", "aclsim", "aclsim.*"]),
+    package_data={"aclsim": ["lib/*.so", "cann_home/*/README.txt"]},
+    ext_modules=[ext],
+    cmdclass={"build_ext": BuildWithSimulator},
+    install_requires=["torch==2.13.0", "torch-npu==2.13.0"],
+    entry_points={"console_scripts": ["aclsim = aclsim.__main__:main"]},
+    zip_safe=False,
+)

@@ -1,0 +1,39 @@
+"""Helpers shared by the tests: spawning workers with timeouts and collecting their results."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch.multiprocessing as mp
+
+DEFAULT_TIMEOUT = 60.0
+
+
+def soak() -> bool:
+    """True when the long soak versions of stress tests were asked for (--soak)."""
+    return os.environ.get("TORCH_NPU_IPC_SOAK") == "1"
+
+
+def run_processes(targets: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]], timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Start one spawned process per (target, args), join all, and fail on any error or timeout.
+
+    Each target receives its args; a target reports failure by raising (the
+    exit code is then non-zero). Processes still alive at the deadline are
+    killed and reported.
+    """
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=t, args=a, daemon=True) for t, a in targets]
+    for p in procs:
+        p.start()
+    failures = []
+    for p, (t, _) in zip(procs, targets, strict=True):
+        p.join(timeout)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+            failures.append(f"{t.__name__}: timed out after {timeout}s")
+        elif p.exitcode != 0:
+            failures.append(f"{t.__name__}: exit code {p.exitcode}")
+    assert not failures, "; ".join(failures)

@@ -1,0 +1,24 @@
+"""torch_npu_ipc: interprocess synchronization for PyTorch on Ascend NPUs.
+
+What ``torch.cuda`` offers CUDA users, for torch_npu: interprocess events,
+event-synchronized tensor sharing between processes, event-synchronized
+cross-device copies, and external streams.
+
+Import this package before ``torch``: on a machine without CANN it runs
+torch_npu on aclsim, the bundled CPU simulator of the CANN runtime.
+"""
+
+from __future__ import annotations
+
+from torch_npu_ipc._runtime import select_runtime
+
+RUNTIME: str = select_runtime()
+
+import torch  # noqa: E402
+import torch_npu  # noqa: E402,F401
+
+from torch_npu_ipc import _C  # noqa: E402,F401
+
+__version__ = "0.1.0"
+
+__all__ = ["RUNTIME", "__version__"]
