@@ -16,8 +16,8 @@ from pathlib import Path
 # torch autoloads torch_npu, which cannot load before aclsim is built.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
-from setuptools import find_packages, setup  # noqa: E402
-from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
+from setuptools import find_packages, setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -47,7 +47,11 @@ NPU = torch_npu_dir()
 ext = CppExtension(
     name="torch_npu_ipc._C",
     sources=sorted(glob.glob("csrc/plugin/*.cpp")),
-    include_dirs=[str(ROOT / "csrc" / "plugin"), str(NPU / "include"), str(NPU / "include" / "third_party" / "acl" / "inc")],
+    include_dirs=[
+        str(ROOT / "csrc" / "plugin"),
+        str(NPU / "include"),
+        str(NPU / "include" / "third_party" / "acl" / "inc"),
+    ],
     library_dirs=[str(NPU / "lib")],
     libraries=["torch_npu"],
     extra_compile_args=["-std=c++17", "-O2", "-Wall", "-Wno-unused-parameter"],
@@ -57,7 +61,10 @@ ext = CppExtension(
 setup(
     name="torch_npu_ipc",
     version="0.1.0",
-    description="Interprocess synchronization for PyTorch on Ascend NPUs (IPC events, shared tensors, p2p copies, external streams)",
+    description=(
+        "Interprocess synchronization for PyTorch on Ascend NPUs "
+        "(IPC events, shared tensors, p2p copies, external streams)"
+    ),
     long_description=(ROOT / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",

@@ -23,7 +23,9 @@ def main(argv: list[str] | None = None) -> int:
         epilog="example: aclsim --devices 4 -- python -c 'import torch, torch_npu; print(torch.npu.device_count())'",
     )
     default = int(os.environ.get("ACLSIM_DEVICES", DEFAULT_DEVICES))
-    parser.add_argument("--devices", type=int, default=default, help=f"simulated devices, 1..{MAX_DEVICES} (default {default})")
+    parser.add_argument(
+        "--devices", type=int, default=default, help=f"simulated devices, 1..{MAX_DEVICES} (default {default})"
+    )
     parser.add_argument("--soc", default=None, help="SoC name reported to torch_npu (default Ascend910B1)")
     parser.add_argument("--print-env", action="store_true", help="print the environment variables aclsim sets and exit")
     args = parser.parse_args(opts)

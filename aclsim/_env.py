@@ -57,7 +57,7 @@ def cann_installed() -> bool:
 
 def is_active() -> bool:
     """Return True when this process runs on the simulator."""
-    return os.environ.get("ACLSIM_ACTIVE") == "1" and bool(_handles) or _preloaded_by_env()
+    return (os.environ.get("ACLSIM_ACTIVE") == "1" and bool(_handles)) or _preloaded_by_env()
 
 
 def _preloaded_by_env() -> bool:
@@ -80,7 +80,9 @@ def _check_devices(devices: int | None) -> int:
     return devices
 
 
-def simulator_env(devices: int | None = None, soc: str | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+def simulator_env(
+    devices: int | None = None, soc: str | None = None, base: dict[str, str] | None = None
+) -> dict[str, str]:
     """Return a copy of ``base`` (default ``os.environ``) set up to run a program on aclsim."""
     env = dict(os.environ if base is None else base)
     libs = str(lib_dir())

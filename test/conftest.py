@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 
-import aclsim
 import pytest
+
+import aclsim
 
 # Enough devices for the 1 producer -> N consumers scenarios.
 TEST_DEVICES = int(os.environ.get("ACLSIM_DEVICES", "4"))

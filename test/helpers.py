@@ -16,7 +16,9 @@ def soak() -> bool:
     return os.environ.get("TORCH_NPU_IPC_SOAK") == "1"
 
 
-def run_processes(targets: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]], timeout: float = DEFAULT_TIMEOUT) -> None:
+def run_processes(
+    targets: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]], timeout: float = DEFAULT_TIMEOUT
+) -> None:
     """Start one spawned process per (target, args), join all, and fail on any error or timeout.
 
     Each target receives its args; a target reports failure by raising (the

@@ -39,8 +39,15 @@ LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
 }
 
 CXXFLAGS = [
-    "-std=c++17", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror=return-type",
-    "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+    "-std=c++17",
+    "-O2",
+    "-g",
+    "-fPIC",
+    "-Wall",
+    "-Wextra",
+    "-Werror=return-type",
+    "-fvisibility=hidden",
+    "-fvisibility-inlines-hidden",
 ]
 
 
@@ -75,7 +82,7 @@ def write_ninja(build_dir: Path, out_dir: Path, cxx: str) -> Path:
         "  description = CXX $in",
         "rule link",
         "  command = $cxx -shared -o $out $in -Wl,-soname,$soname -Wl,--no-undefined "
-        "-Wl,-rpath,'$$ORIGIN' -L$libdir -Wl,--no-as-needed $libs",
+        "-Wl,-rpath,'$$ORIGIN' -L$libdir -Wl,--no-as-needed $libs $ldflags",
         "  description = LINK $out",
     ]
     compiled: set[Path] = set()
@@ -95,6 +102,12 @@ def write_ninja(build_dir: Path, out_dir: Path, cxx: str) -> Path:
         lines.append(f"  soname = {soname}")
         lines.append(f"  libdir = {out_dir}")
         lines.append("  libs = " + " ".join(f"-l{lib}" for lib in libs))
+        # A library may pin its exported names (standard-library template
+        # instances escape -fvisibility=hidden otherwise).
+        version_script = SRC / pats[0].split("/")[0] / "exports.map"
+        lines.append(
+            f"  ldflags = -Wl,--version-script={version_script}" if version_script.is_file() else "  ldflags ="
+        )
     path = build_dir / "build.ninja"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -111,7 +124,7 @@ def build(out_dir: Path, build_dir: Path | None = None, verbose: bool = False) -
     ninja = shutil.which("ninja")
     if ninja is None:
         try:
-            import ninja as ninja_pkg  # noqa: PLC0415
+            import ninja as ninja_pkg
 
             ninja = str(Path(ninja_pkg.BIN_DIR) / "ninja")
         except ImportError as exc:

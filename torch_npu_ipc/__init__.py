@@ -14,11 +14,14 @@ from torch_npu_ipc._runtime import select_runtime
 
 RUNTIME: str = select_runtime()
 
-import torch  # noqa: E402
+import torch  # noqa: E402,F401
 import torch_npu  # noqa: E402,F401
 
-from torch_npu_ipc import _C  # noqa: E402,F401
+from torch_npu_ipc import reductions  # noqa: E402
+from torch_npu_ipc.events import Event  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["RUNTIME", "__version__"]
+reductions.register()
+
+__all__ = ["RUNTIME", "Event", "__version__"]

@@ -28,7 +28,7 @@ def select_runtime() -> str:
     mode = os.environ.get(ENV_VAR, "auto").strip().lower()
     if mode not in ("auto", "0", "1"):
         raise ValueError(f"{ENV_VAR} must be 'auto', '0' or '1', got {mode!r}")
-    if "torch_npu" in sys.modules or "torch" in sys.modules and _torch_loaded_npu():
+    if "torch_npu" in sys.modules or ("torch" in sys.modules and _torch_loaded_npu()):
         active = aclsim.is_active()
         if mode == "1" and not active:
             raise RuntimeError(

@@ -1,7 +1,6 @@
-// Python bindings of the plugin core (torch_npu_ipc._C).
-#include <torch/extension.h>
-
+// Python module torch_npu_ipc._C: the plugin core's bindings.
 #include "acl_table.h"
+#include "bindings.h"
 
 namespace py = pybind11;
 
@@ -9,4 +8,5 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_npu_ipc C++ core";
   m.def("_acl_library_path", &torch_npu_ipc::acl_library_path,
         "Path of the libascendcl.so whose functions the plugin calls.");
+  torch_npu_ipc::bind_events(m);
 }

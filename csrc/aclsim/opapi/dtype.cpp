@@ -57,9 +57,9 @@ bool is_integral(aclDataType dtype) {
          dtype == ACL_INT32 || dtype == ACL_INT64;
 }
 
-void require_supported(const char* op, const char* argument, aclDataType dtype) {
+void require_supported(const char* argument, aclDataType dtype) {
   if (!is_supported(dtype)) {
-    throw_invalid(std::string(op) + ": " + argument + " has unsupported dtype " +
+    throw_invalid(std::string(argument) + " has unsupported dtype " +
                   dtype_name(dtype) + " (aclsim supports float32, float16, bfloat16, "
                   "float64, int8, uint8, int16, int32, int64 and bool)");
   }
@@ -99,6 +99,10 @@ aclDataType promote_types(aclDataType a, aclDataType b) {
   if (ca != cb) return ca > cb ? a : b;
   if (ca == 0) return ACL_BOOL;
   return ca == 1 ? promote_integral(a, b) : promote_floating(a, b);
+}
+
+bool can_cast(aclDataType from, aclDataType to) {
+  return category(from) <= category(to);
 }
 
 namespace {

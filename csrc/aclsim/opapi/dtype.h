@@ -23,11 +23,16 @@ std::string dtype_name(aclDataType dtype);
 bool is_floating(aclDataType dtype);
 bool is_integral(aclDataType dtype);  // excludes bool
 
-// Throws OpError naming `op` and `dtype` unless the dtype is supported.
-void require_supported(const char* op, const char* argument, aclDataType dtype);
+// Throws OpError naming the argument and its dtype unless the dtype is
+// supported (the operator's name is prefixed by the caller).
+void require_supported(const char* argument, aclDataType dtype);
 
 // torch.promote_types for two tensor dtypes.
 aclDataType promote_types(aclDataType a, aclDataType b);
+
+// torch.can_cast: false when casting would lower the category (floating ->
+// integral/bool, integral -> bool).
+bool can_cast(aclDataType from, aclDataType to);
 
 // How an operand takes part in torch.result_type: tensors with dims
 // dominate 0-dim tensors, which dominate Python numbers, unless a lower

@@ -60,25 +60,30 @@ inline int64_t wrap_mul(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
 }
 
-template <class M>
-inline M apply(ArithOp op, M x, M y, M alpha) {
+// Calls run(fn) with fn(x, y) the operation in the computation type M, the
+// operation and alpha fixed outside the element loop.
+template <class M, class Run>
+void with_op(ArithOp op, M alpha, Run&& run) {
   if constexpr (std::is_floating_point_v<M>) {
     switch (op) {
-      case ArithOp::Add: return alpha == M(1) ? x + y : std::fma(alpha, y, x);
-      case ArithOp::Sub: return alpha == M(1) ? x - y : std::fma(-alpha, y, x);
-      case ArithOp::Mul: return x * y;
-      case ArithOp::Div: return x / y;
+      case ArithOp::Add:
+        if (alpha == M(1)) return run([](M x, M y) { return x + y; });
+        return run([alpha](M x, M y) { return std::fma(alpha, y, x); });
+      case ArithOp::Sub:
+        if (alpha == M(1)) return run([](M x, M y) { return x - y; });
+        return run([alpha](M x, M y) { return std::fma(-alpha, y, x); });
+      case ArithOp::Mul: return run([](M x, M y) { return x * y; });
+      case ArithOp::Div: return run([](M x, M y) { return x / y; });
     }
   } else {
     switch (op) {
-      case ArithOp::Add: return wrap_add(x, wrap_mul(alpha, y));
-      case ArithOp::Sub: return wrap_sub(x, wrap_mul(alpha, y));
-      case ArithOp::Mul: return wrap_mul(x, y);
+      case ArithOp::Add: return run([alpha](M x, M y) { return wrap_add(x, wrap_mul(alpha, y)); });
+      case ArithOp::Sub: return run([alpha](M x, M y) { return wrap_sub(x, wrap_mul(alpha, y)); });
+      case ArithOp::Mul: return run([](M x, M y) { return wrap_mul(x, y); });
       case ArithOp::Div:  // never requested: integral division promotes to float
-        return y == 0 ? 0 : (y == -1 ? wrap_sub(0, x) : x / y);
+        return run([](M x, M y) { return y == 0 ? M(0) : (y == -1 ? wrap_sub(0, x) : x / y); });
     }
   }
-  return M{};
 }
 
 }  // namespace
@@ -94,19 +99,24 @@ void convert_scalar(const ScalarValue& in, aclDataType to, void* out) {
   });
 }
 
-Materialized materialize(const TensorDesc& t, aclDataType dtype) {
+Materialized allocate_contiguous(const std::vector<int64_t>& shape, aclDataType dtype) {
   Materialized m;
-  const int64_t n = t.numel();
+  const int64_t n = shape_numel(shape);
   m.storage.resize(static_cast<size_t>(n) * element_size(dtype));
   m.desc.dtype = dtype;
-  m.desc.shape = t.shape;
-  m.desc.strides.assign(t.shape.size(), 1);
-  for (size_t i = t.shape.size(); i > 1; --i) {
-    m.desc.strides[i - 2] = m.desc.strides[i - 1] * t.shape[i - 1];
+  m.desc.shape = shape;
+  m.desc.strides.assign(shape.size(), 1);
+  for (size_t i = shape.size(); i > 1; --i) {
+    m.desc.strides[i - 2] = m.desc.strides[i - 1] * shape[i - 1];
   }
   m.desc.storage_shape = {n};
   m.desc.data = m.storage.data();
-  if (n > 0) {
+  return m;
+}
+
+Materialized materialize(const TensorDesc& t, aclDataType dtype) {
+  Materialized m = allocate_contiguous(t.shape, dtype);
+  if (t.numel() > 0) {
     cast_kernel(make_operand(m.desc, t.shape), make_operand(t, t.shape), t.shape);
   }
   return m;
@@ -121,11 +131,11 @@ void cast_kernel(const Operand& dst, const Operand& src, const std::vector<int64
     using D = decltype(d);
     dispatch_dtype(src.dtype, [&](auto s) {
       using S = decltype(s);
-      for_each_element<2>(shape, {&dst, &src}, [](const std::array<char*, 2>& p) {
+      for_each_element<sizeof(D), sizeof(S)>(shape, {&dst, &src}, [](char* to, char* from) {
         if constexpr (std::is_same_v<D, S>) {
-          std::memcpy(p[0], p[1], sizeof(D));  // same dtype: keep the bits
+          std::memcpy(to, from, sizeof(D));  // same dtype: keep the bits
         } else {
-          write<D>(p[0], convert<D>(read<S>(p[1])));
+          write<D>(to, convert<D>(read<S>(from)));
         }
       });
     });
@@ -133,17 +143,19 @@ void cast_kernel(const Operand& dst, const Operand& src, const std::vector<int64
 }
 
 void fill_kernel(const Operand& dst, const std::vector<int64_t>& shape, const ScalarValue& value) {
-  unsigned char bytes[16] = {};
-  convert_scalar(value, dst.dtype, bytes);
-  const size_t size = element_size(dst.dtype);
-  bool all_zero = true;
-  for (size_t i = 0; i < size; ++i) all_zero = all_zero && bytes[i] == 0;
-  if (all_zero && is_dense(dst, shape)) {
-    std::memset(dst.base, 0, static_cast<size_t>(shape_numel(shape)) * size);
-    return;
-  }
-  for_each_element<1>(shape, {&dst}, [&](const std::array<char*, 1>& p) {
-    std::memcpy(p[0], bytes, size);
+  dispatch_dtype(dst.dtype, [&](auto d) {
+    using D = decltype(d);
+    D v{};
+    convert_scalar(value, dst.dtype, &v);
+    unsigned char bytes[sizeof(D)];
+    std::memcpy(bytes, &v, sizeof(D));
+    bool all_zero = true;
+    for (unsigned char byte : bytes) all_zero = all_zero && byte == 0;
+    if (all_zero && is_dense(dst, shape)) {
+      std::memset(dst.base, 0, static_cast<size_t>(shape_numel(shape)) * sizeof(D));
+      return;
+    }
+    for_each_element<sizeof(D)>(shape, {&dst}, [v](char* to) { write<D>(to, v); });
   });
 }
 
@@ -152,27 +164,26 @@ void arith_kernel(ArithOp op, const Operand& out, const Input& a, const Input& b
   dispatch_dtype(out.dtype, [&](auto o) {
     using T = decltype(o);
     using M = opmath_t<T>;
-    const M alpha_m = scalar_as<M>(alpha);
     auto put = [](char* p, M r) { write<T>(p, store<T>(value_cast<natural_t<T>>(r))); };
     auto get = [](const char* p) { return value_cast<M>(load(read<T>(p))); };
-    if (!a.is_scalar && !b.is_scalar) {
-      for_each_element<3>(shape, {&out, &a.tensor, &b.tensor}, [&](const std::array<char*, 3>& p) {
-        put(p[0], apply<M>(op, get(p[1]), get(p[2]), alpha_m));
-      });
-    } else if (!a.is_scalar) {
-      const M y = scalar_as<M>(b.scalar);
-      for_each_element<2>(shape, {&out, &a.tensor}, [&](const std::array<char*, 2>& p) {
-        put(p[0], apply<M>(op, get(p[1]), y, alpha_m));
-      });
-    } else if (!b.is_scalar) {
-      const M x = scalar_as<M>(a.scalar);
-      for_each_element<2>(shape, {&out, &b.tensor}, [&](const std::array<char*, 2>& p) {
-        put(p[0], apply<M>(op, x, get(p[1]), alpha_m));
-      });
-    } else {
-      const M r = apply<M>(op, scalar_as<M>(a.scalar), scalar_as<M>(b.scalar), alpha_m);
-      for_each_element<1>(shape, {&out}, [&](const std::array<char*, 1>& p) { put(p[0], r); });
-    }
+    with_op<M>(op, scalar_as<M>(alpha), [&](auto fn) {
+      if (!a.is_scalar && !b.is_scalar) {
+        for_each_element<sizeof(T), sizeof(T), sizeof(T)>(
+            shape, {&out, &a.tensor, &b.tensor},
+            [&](char* o, char* x, char* y) { put(o, fn(get(x), get(y))); });
+      } else if (!a.is_scalar) {
+        const M y = scalar_as<M>(b.scalar);
+        for_each_element<sizeof(T), sizeof(T)>(shape, {&out, &a.tensor},
+                                               [&](char* o, char* x) { put(o, fn(get(x), y)); });
+      } else if (!b.is_scalar) {
+        const M x = scalar_as<M>(a.scalar);
+        for_each_element<sizeof(T), sizeof(T)>(shape, {&out, &b.tensor},
+                                               [&](char* o, char* y) { put(o, fn(x, get(y))); });
+      } else {
+        const M r = fn(scalar_as<M>(a.scalar), scalar_as<M>(b.scalar));
+        for_each_element<sizeof(T)>(shape, {&out}, [&](char* o) { put(o, r); });
+      }
+    });
   });
 }
 
@@ -191,13 +202,12 @@ void eq_kernel(const Operand& out, const Operand& a, const Input& b,
         C y_stored{};
         convert_scalar(b.scalar, a.dtype, &y_stored);
         const M y = value_cast<M>(load(y_stored));
-        for_each_element<2>(shape, {&out, &a}, [&](const std::array<char*, 2>& p) {
-          put(p[0], get(p[1]) == y);
-        });
+        for_each_element<sizeof(O), sizeof(C)>(shape, {&out, &a},
+                                               [&](char* o, char* x) { put(o, get(x) == y); });
       } else {
-        for_each_element<3>(shape, {&out, &a, &b.tensor}, [&](const std::array<char*, 3>& p) {
-          put(p[0], get(p[1]) == get(p[2]));
-        });
+        for_each_element<sizeof(O), sizeof(C), sizeof(C)>(
+            shape, {&out, &a, &b.tensor},
+            [&](char* o, char* x, char* y) { put(o, get(x) == get(y)); });
       }
     });
   });
@@ -213,7 +223,7 @@ void arange_kernel(const Operand& out, int64_t n, const ScalarValue& start, cons
     const A delta = scalar_as<A>(step);
     const std::vector<int64_t> shape{n};
     int64_t i = 0;
-    for_each_element<1>(shape, {&out}, [&](const std::array<char*, 1>& p) {
+    for_each_element<sizeof(T)>(shape, {&out}, [&](char* o) {
       A v;
       if constexpr (std::is_floating_point_v<A>) {
         v = first + delta * static_cast<A>(i);
@@ -221,7 +231,7 @@ void arange_kernel(const Operand& out, int64_t n, const ScalarValue& start, cons
         v = wrap_add(first, wrap_mul(delta, i));
       }
       ++i;
-      write<T>(p[0], store<T>(value_cast<natural_t<T>>(v)));
+      write<T>(o, store<T>(value_cast<natural_t<T>>(v)));
     });
   });
 }

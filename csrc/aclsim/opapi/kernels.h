@@ -22,6 +22,9 @@ struct Materialized {
   TensorDesc desc;
 };
 
+// A new zeroed, contiguous host buffer of `shape` elements of `dtype`.
+Materialized allocate_contiguous(const std::vector<int64_t>& shape, aclDataType dtype);
+
 // Copies the view `t` into a new contiguous buffer of dtype `dtype`.
 Materialized materialize(const TensorDesc& t, aclDataType dtype);
 

@@ -15,9 +15,9 @@
 //                    aclnnInplaceFillTensor
 //   ops_arith.cpp    aclnnAdd, aclnnAdds, aclnnAddV3, aclnnInplaceAdd,
 //                    aclnnInplaceAdds, aclnnSub, aclnnSubs, aclnnInplaceSub,
-//                    aclnnInplaceSubs, aclnnMul, aclnnMuls, aclnnInplaceMul,
-//                    aclnnInplaceMuls, aclnnDiv, aclnnDivs, aclnnInplaceDiv,
-//                    aclnnInplaceDivs
+//                    aclnnInplaceSubs, aclnnRsub, aclnnRsubs, aclnnMul,
+//                    aclnnMuls, aclnnInplaceMul, aclnnInplaceMuls, aclnnDiv,
+//                    aclnnDivs, aclnnInplaceDiv, aclnnInplaceDivs
 //   ops_compare.cpp  aclnnEqTensor, aclnnEqScalar, aclnnInplaceEqTensor,
 //                    aclnnInplaceEqScalar
 //   ops_copy.cpp     aclnnInplaceCopy, aclnnCast
@@ -28,7 +28,8 @@
 // dtype, arithmetic runs in its "opmath" type (float32 for the 16-bit
 // floats, int64 for integers and bool), and the result is cast to `out`.
 //
-// This header holds the argument checks shared by the ops_*.cpp files.
+// This header holds the argument checks shared by the ops_*.cpp files;
+// their messages name the argument, and prepare() prefixes the operator.
 #pragma once
 
 #include <acl/acl.h>
@@ -48,19 +49,14 @@ const TensorDesc& tensor_arg(const char* name, const aclTensor* t);
 
 // Checks a tensor argument: supported dtype, consistent strides, and (unless
 // it is empty) data inside one live device allocation.
-void check_tensor(const char* op, const char* name, const TensorDesc& t);
+void check_tensor(const char* name, const TensorDesc& t);
 
 // Copies a scalar argument after checking it is non-null and of a supported
 // dtype.
-ScalarValue scalar_arg(const char* op, const char* name, const aclScalar* s);
+ScalarValue scalar_arg(const char* name, const aclScalar* s);
 
 // Throws unless `t.shape` broadcasts to `shape`.
-void check_broadcast(const char* op, const char* name, const TensorDesc& t,
-                     const std::vector<int64_t>& shape);
-
-// Throws unless `t` has exactly `shape`.
-void check_shape(const char* op, const char* name, const TensorDesc& t,
-                 const std::vector<int64_t>& shape);
+void check_broadcast(const char* name, const TensorDesc& t, const std::vector<int64_t>& shape);
 
 // True when the byte ranges spanned by the two views intersect.
 bool overlaps(const TensorDesc& a, const TensorDesc& b);
@@ -84,17 +80,7 @@ void write_output(const TensorDesc& out, aclDataType dtype, Compute&& compute) {
     compute(make_operand(out, out.shape));
     return;
   }
-  TensorDesc scratch_shape = out;
-  scratch_shape.dtype = dtype;
-  Materialized scratch;
-  scratch.storage.resize(static_cast<size_t>(out.numel()) * element_size(dtype));
-  scratch.desc = scratch_shape;
-  scratch.desc.offset = 0;
-  scratch.desc.data = scratch.storage.data();
-  scratch.desc.strides.assign(out.shape.size(), 1);
-  for (size_t i = out.shape.size(); i > 1; --i) {
-    scratch.desc.strides[i - 2] = scratch.desc.strides[i - 1] * out.shape[i - 1];
-  }
+  Materialized scratch = allocate_contiguous(out.shape, dtype);
   const Operand tmp = make_operand(scratch.desc, out.shape);
   compute(tmp);
   cast_kernel(make_operand(out, out.shape), tmp, out.shape);

@@ -14,11 +14,11 @@ OPAPI_EXPORT aclnnStatus aclnnArangeGetWorkspaceSize(const aclScalar* start, con
                                                      aclOpExecutor** executor) {
   const char* op = "aclnnArange";
   return prepare(op, workspaceSize, executor, [&]() -> std::function<void()> {
-    const ScalarValue first = scalar_arg(op, "start", start);
-    const ScalarValue last = scalar_arg(op, "end", end);
-    const ScalarValue delta = scalar_arg(op, "step", step);
+    const ScalarValue first = scalar_arg("start", start);
+    const ScalarValue last = scalar_arg("end", end);
+    const ScalarValue delta = scalar_arg("step", step);
     const TensorDesc& dst = tensor_arg("out", out);
-    check_tensor(op, "out", dst);
+    check_tensor("out", dst);
     if (dst.dtype == ACL_BOOL) throw_invalid("out has unsupported dtype bool");
     if (dst.shape.size() != 1) {
       throw_invalid("out must be 1-D, got " + std::to_string(dst.shape.size()) + " dims");

@@ -4,6 +4,7 @@
 //   x + 2, add_(2)           aclnnAdds / aclnnInplaceAdds  (tensor, number, alpha)
 //   2 + x                    aclnnAddV3                    (number, tensor, alpha)
 //   sub: aclnnSub, aclnnSubs, aclnnInplaceSub, aclnnInplaceSubs
+//   2 - x, torch.rsub        aclnnRsubs / aclnnRsub: other - alpha * self
 //   mul: aclnnMul, aclnnMuls, aclnnInplaceMul, aclnnInplaceMuls
 //   div: aclnnDiv, aclnnDivs, aclnnInplaceDiv, aclnnInplaceDivs (true division)
 //
@@ -41,17 +42,17 @@ struct Checked {
   ScalarValue scalar;
 };
 
-Checked check_side(const char* op, const Side& side, const std::vector<int64_t>& shape) {
+Checked check_side(const Side& side, const std::vector<int64_t>& shape) {
   Checked c;
   if (side.tensor == nullptr && side.scalar == nullptr) throw_nullptr(side.name);
   if (side.scalar != nullptr) {
     c.is_scalar = true;
-    c.scalar = scalar_arg(op, side.name, side.scalar);
+    c.scalar = scalar_arg(side.name, side.scalar);
     return c;
   }
   c.tensor = tensor_arg(side.name, side.tensor);
-  check_tensor(op, side.name, c.tensor);
-  check_broadcast(op, side.name, c.tensor, shape);
+  check_tensor(side.name, c.tensor);
+  check_broadcast(side.name, c.tensor, shape);
   return c;
 }
 
@@ -65,12 +66,16 @@ aclnnStatus prepare_binary(const char* op, ArithOp kind, Side a, Side b, const a
                            aclOpExecutor** executor) {
   return prepare(op, workspace_size, executor, [&]() -> std::function<void()> {
     const TensorDesc& out = tensor_arg("out", out_tensor);
-    check_tensor(op, "out", out);
-    const Checked ca = check_side(op, a, out.shape);
-    const Checked cb = check_side(op, b, out.shape);
-    const ScalarValue alpha_value = alpha != nullptr ? scalar_arg(op, "alpha", alpha) : one();
+    check_tensor("out", out);
+    const Checked ca = check_side(a, out.shape);
+    const Checked cb = check_side(b, out.shape);
+    const ScalarValue alpha_value = alpha != nullptr ? scalar_arg("alpha", alpha) : one();
     aclDataType common = result_type({typed(ca), typed(cb)});
     if (kind == ArithOp::Div && !is_floating(common)) common = ACL_FLOAT;
+    if (!can_cast(common, out.dtype)) {
+      throw_invalid("result type " + dtype_name(common) + " can't be cast to the desired output type " +
+                    dtype_name(out.dtype));
+    }
     return [kind, out, ca, cb, alpha_value, common]() {
       if (out.numel() == 0) return;
       std::vector<Materialized> keep;
@@ -142,6 +147,25 @@ OPAPI_EXPORT aclnnStatus aclnnAddV3GetWorkspaceSize(const aclScalar* self, const
                         {"other", other, nullptr}, alpha, out, workspaceSize, executor);
 }
 OPAPI_DEFINE_LAUNCH(aclnnAddV3)
+
+// rsub(self, other, alpha) = other - alpha * self.
+OPAPI_EXPORT aclnnStatus aclnnRsubGetWorkspaceSize(const aclTensor* self, const aclTensor* other,
+                                                   const aclScalar* alpha, aclTensor* out,
+                                                   uint64_t* workspaceSize,
+                                                   aclOpExecutor** executor) {
+  return prepare_binary("aclnnRsub", ArithOp::Sub, {"other", other, nullptr},
+                        {"self", self, nullptr}, alpha, out, workspaceSize, executor);
+}
+OPAPI_DEFINE_LAUNCH(aclnnRsub)
+
+OPAPI_EXPORT aclnnStatus aclnnRsubsGetWorkspaceSize(const aclTensor* self, const aclScalar* other,
+                                                    const aclScalar* alpha, aclTensor* out,
+                                                    uint64_t* workspaceSize,
+                                                    aclOpExecutor** executor) {
+  return prepare_binary("aclnnRsubs", ArithOp::Sub, {"other", nullptr, other},
+                        {"self", self, nullptr}, alpha, out, workspaceSize, executor);
+}
+OPAPI_DEFINE_LAUNCH(aclnnRsubs)
 
 // ---------------------------------------------------------------- mul / div
 #define OPAPI_MUL_FAMILY(Name, Kind)                                                            \

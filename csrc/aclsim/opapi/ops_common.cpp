@@ -43,8 +43,8 @@ const TensorDesc& tensor_arg(const char* name, const aclTensor* t) {
   return t->desc;
 }
 
-void check_tensor(const char* op, const char* name, const TensorDesc& t) {
-  require_supported(op, name, t.dtype);
+void check_tensor(const char* name, const TensorDesc& t) {
+  require_supported(name, t.dtype);
   if (t.strides.size() != t.shape.size()) {
     throw_invalid(std::string(name) + " has " + std::to_string(t.strides.size()) +
                   " strides for " + std::to_string(t.shape.size()) + " dims");
@@ -66,25 +66,16 @@ void check_tensor(const char* op, const char* name, const TensorDesc& t) {
   }
 }
 
-ScalarValue scalar_arg(const char* op, const char* name, const aclScalar* s) {
+ScalarValue scalar_arg(const char* name, const aclScalar* s) {
   if (s == nullptr) throw_nullptr(name);
-  require_supported(op, name, s->value.dtype);
+  require_supported(name, s->value.dtype);
   return s->value;
 }
 
-void check_broadcast(const char*, const char* name, const TensorDesc& t,
-                     const std::vector<int64_t>& shape) {
+void check_broadcast(const char* name, const TensorDesc& t, const std::vector<int64_t>& shape) {
   if (!broadcasts_to(t.shape, shape)) {
     throw_invalid(std::string(name) + " of shape " + shape_text(t.shape) +
                   " does not broadcast to " + shape_text(shape));
-  }
-}
-
-void check_shape(const char*, const char* name, const TensorDesc& t,
-                 const std::vector<int64_t>& shape) {
-  if (t.shape != shape) {
-    throw_invalid(std::string(name) + " has shape " + shape_text(t.shape) + ", expected " +
-                  shape_text(shape));
   }
 }
 

@@ -17,12 +17,12 @@ aclnnStatus prepare_eq(const char* op, const aclTensor* self, const aclTensor* o
   return prepare(op, workspace_size, executor, [&]() -> std::function<void()> {
     const TensorDesc& out = tensor_arg("out", out_tensor);
     const TensorDesc& a = tensor_arg("self", self);
-    check_tensor(op, "out", out);
-    check_tensor(op, "self", a);
-    check_broadcast(op, "self", a, out.shape);
+    check_tensor("out", out);
+    check_tensor("self", a);
+    check_broadcast("self", a, out.shape);
     const ArgKind a_kind = a.shape.empty() ? ArgKind::ZeroDimTensor : ArgKind::Tensor;
     if (other_scalar != nullptr) {
-      const ScalarValue b = scalar_arg(op, "other", other_scalar);
+      const ScalarValue b = scalar_arg("other", other_scalar);
       const aclDataType common = result_type({{a.dtype, a_kind}, {b.dtype, ArgKind::Number}});
       return [out, a, b, common]() {
         if (out.numel() == 0) return;
@@ -35,8 +35,8 @@ aclnnStatus prepare_eq(const char* op, const aclTensor* self, const aclTensor* o
       };
     }
     const TensorDesc& b = tensor_arg("other", other);
-    check_tensor(op, "other", b);
-    check_broadcast(op, "other", b, out.shape);
+    check_tensor("other", b);
+    check_broadcast("other", b, out.shape);
     const ArgKind b_kind = b.shape.empty() ? ArgKind::ZeroDimTensor : ArgKind::Tensor;
     const aclDataType common = result_type({{a.dtype, a_kind}, {b.dtype, b_kind}});
     return [out, a, b, common]() {

@@ -36,9 +36,9 @@ OPAPI_EXPORT aclnnStatus aclnnInplaceCopyGetWorkspaceSize(aclTensor* selfRef, co
   return prepare(op, workspaceSize, executor, [&]() -> std::function<void()> {
     const TensorDesc& dst = tensor_arg("selfRef", selfRef);
     const TensorDesc& from = tensor_arg("src", src);
-    check_tensor(op, "selfRef", dst);
-    check_tensor(op, "src", from);
-    check_broadcast(op, "src", from, dst.shape);
+    check_tensor("selfRef", dst);
+    check_tensor("src", from);
+    check_broadcast("src", from, dst.shape);
     return copy_work(dst, from);
   });
 }
@@ -51,14 +51,14 @@ OPAPI_EXPORT aclnnStatus aclnnCastGetWorkspaceSize(const aclTensor* self, const 
   return prepare(op, workspaceSize, executor, [&]() -> std::function<void()> {
     const TensorDesc& from = tensor_arg("self", self);
     const TensorDesc& dst = tensor_arg("out", out);
-    check_tensor(op, "self", from);
-    require_supported(op, "dtype", dtype);
-    check_tensor(op, "out", dst);
+    check_tensor("self", from);
+    require_supported("dtype", dtype);
+    check_tensor("out", dst);
     if (dst.dtype != dtype) {
       throw_invalid("out has dtype " + dtype_name(dst.dtype) + " but dtype is " +
                     dtype_name(dtype));
     }
-    check_broadcast(op, "self", from, dst.shape);
+    check_broadcast("self", from, dst.shape);
     return copy_work(dst, from);
   });
 }

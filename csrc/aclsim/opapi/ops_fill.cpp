@@ -20,7 +20,7 @@ aclnnStatus prepare_fill(const char* op, aclTensor* self, ScalarValue value,
                          uint64_t* workspace_size, aclOpExecutor** executor) {
   return prepare(op, workspace_size, executor, [&]() -> std::function<void()> {
     const TensorDesc& out = tensor_arg("selfRef", self);
-    check_tensor(op, "selfRef", out);
+    check_tensor("selfRef", out);
     return [out, value]() {
       if (out.numel() > 0) fill_kernel(make_operand(out, out.shape), out.shape, value);
     };
@@ -52,8 +52,8 @@ OPAPI_EXPORT aclnnStatus aclnnInplaceFillScalarGetWorkspaceSize(aclTensor* selfR
   const char* op = "aclnnInplaceFillScalar";
   return prepare(op, workspaceSize, executor, [&]() -> std::function<void()> {
     const TensorDesc& out = tensor_arg("selfRef", selfRef);
-    check_tensor(op, "selfRef", out);
-    const ScalarValue v = scalar_arg(op, "value", value);
+    check_tensor("selfRef", out);
+    const ScalarValue v = scalar_arg("value", value);
     return [out, v]() {
       if (out.numel() > 0) fill_kernel(make_operand(out, out.shape), out.shape, v);
     };
@@ -69,8 +69,8 @@ OPAPI_EXPORT aclnnStatus aclnnInplaceFillTensorGetWorkspaceSize(aclTensor* selfR
   return prepare(op, workspaceSize, executor, [&]() -> std::function<void()> {
     const TensorDesc& out = tensor_arg("selfRef", selfRef);
     const TensorDesc& v = tensor_arg("value", value);
-    check_tensor(op, "selfRef", out);
-    check_tensor(op, "value", v);
+    check_tensor("selfRef", out);
+    check_tensor("value", v);
     if (v.numel() != 1) {
       throw_invalid("value must hold exactly one element, got " + std::to_string(v.numel()));
     }

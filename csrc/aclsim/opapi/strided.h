@@ -10,7 +10,7 @@
 
 #include <array>
 #include <cstdint>
-#include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor.h"
@@ -23,11 +23,6 @@ struct Operand {
   std::vector<int64_t> byte_strides;  // one per iteration dimension
 };
 
-// torch.broadcast_shapes for two shapes; throws OpError naming `op` when they
-// do not broadcast.
-std::vector<int64_t> broadcast_shapes(const char* op, const std::vector<int64_t>& a,
-                                      const std::vector<int64_t>& b);
-
 // True when `from` broadcasts to `to` (aligned on the right, each dimension
 // equal or 1).
 bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>& to);
@@ -35,16 +30,34 @@ bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>&
 // Resolves `t` for iteration over `shape`, which `t.shape` must broadcast to.
 Operand make_operand(const TensorDesc& t, const std::vector<int64_t>& shape);
 
-// A contiguous operand over a buffer holding `shape` elements of `dtype`.
-Operand contiguous_operand(void* base, aclDataType dtype, const std::vector<int64_t>& shape);
-
 int64_t shape_numel(const std::vector<int64_t>& shape);
 
-// Calls f(ptrs) once per element of `shape`, ptrs[k] pointing at operand k's
-// element.
-template <size_t K, class F>
-void for_each_element(const std::vector<int64_t>& shape, const std::array<const Operand*, K>& ops,
-                      F&& f) {
+namespace detail {
+
+// One row: n elements, operand k at rows[k] + i * strides[k]. The pointers
+// are passed to f as separate arguments so they live in registers; when
+// every operand is dense (stride == element size, known at compile time)
+// the strides are constants, which lets the compiler vectorize.
+template <size_t... Sizes, size_t... I, class F>
+inline void run_row(const std::array<char*, sizeof...(Sizes)>& rows, int64_t n,
+                    const std::array<int64_t, sizeof...(Sizes)>& strides,
+                    std::index_sequence<I...>, F& f) {
+  constexpr std::array<int64_t, sizeof...(Sizes)> sizes{static_cast<int64_t>(Sizes)...};
+  if (((strides[I] == sizes[I]) && ...)) {
+    for (int64_t i = 0; i < n; ++i) f((rows[I] + i * sizes[I])...);
+  } else {
+    for (int64_t i = 0; i < n; ++i) f((rows[I] + i * strides[I])...);
+  }
+}
+
+}  // namespace detail
+
+// Calls f(p0, p1, ...) once per element of `shape`, pk pointing at operand
+// k's element. Sizes... are the operands' element sizes.
+template <size_t... Sizes, class F>
+void for_each_element(const std::vector<int64_t>& shape,
+                      const std::array<const Operand*, sizeof...(Sizes)>& ops, F&& f) {
+  constexpr size_t K = sizeof...(Sizes);
   // Drop size-1 dimensions and merge dimension d into d+1 when every operand
   // steps through them as one.
   std::vector<int64_t> sizes;
@@ -71,21 +84,15 @@ void for_each_element(const std::vector<int64_t>& shape, const std::array<const 
 
   std::array<char*, K> ptr{};
   for (size_t k = 0; k < K; ++k) ptr[k] = ops[k]->base;
-  if (sizes.empty()) {
-    f(ptr);
+  if (sizes.empty()) {  // a single element
+    detail::run_row<Sizes...>(ptr, 1, std::array<int64_t, K>{}, std::make_index_sequence<K>{}, f);
     return;
   }
 
   const size_t inner = sizes.size() - 1;
-  const int64_t inner_size = sizes[inner];
-  const std::array<int64_t, K> inner_stride = strides[inner];
   std::vector<int64_t> index(sizes.size(), 0);
   for (;;) {
-    std::array<char*, K> p = ptr;
-    for (int64_t i = 0; i < inner_size; ++i) {
-      f(p);
-      for (size_t k = 0; k < K; ++k) p[k] += inner_stride[k];
-    }
+    detail::run_row<Sizes...>(ptr, sizes[inner], strides[inner], std::make_index_sequence<K>{}, f);
     // Advance the outer dimensions like an odometer.
     size_t d = inner;
     for (;;) {

@@ -1,0 +1,76 @@
+// Python bindings of interprocess events and their manager.
+#include <pybind11/stl.h>
+
+#include "acl_table.h"
+#include "bindings.h"
+#include "event_manager.h"
+#include "ipc_event.h"
+#include "npu_stream.h"
+
+namespace py = pybind11;
+
+namespace torch_npu_ipc {
+namespace {
+
+c10_npu::NPUStream stream_of(const std::tuple<int64_t, int64_t, int64_t>& s) {
+  return to_npu_stream(StreamRef{std::get<0>(s), std::get<1>(s), std::get<2>(s)});
+}
+
+}  // namespace
+
+void bind_events(py::module_& m) {
+  py::class_<IpcEvent, std::shared_ptr<IpcEvent>>(m, "_IpcEvent")
+      .def_static("create", &IpcEvent::create, py::arg("device"), py::call_guard<py::gil_scoped_release>())
+      .def_static(
+          "open",
+          [](c10::DeviceIndex device, py::bytes handle) {
+            std::string h = handle;
+            py::gil_scoped_release no_gil;
+            return IpcEvent::open(device, h);
+          },
+          py::arg("device"), py::arg("handle"))
+      .def_static("acquire", [](c10::DeviceIndex device) { return EventManager::get().acquire(device); },
+                  py::arg("device"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "record", [](IpcEvent& e, const std::tuple<int64_t, int64_t, int64_t>& s) { e.record(stream_of(s)); },
+          py::arg("stream"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "wait", [](IpcEvent& e, const std::tuple<int64_t, int64_t, int64_t>& s) { e.wait(stream_of(s)); },
+          py::arg("stream"), py::call_guard<py::gil_scoped_release>())
+      .def("query", &IpcEvent::query, py::call_guard<py::gil_scoped_release>())
+      .def("synchronize", &IpcEvent::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("handle",
+           [](IpcEvent& e) {
+             std::string h;
+             {
+               py::gil_scoped_release no_gil;
+               h = e.handle();
+             }
+             return py::bytes(h);
+           })
+      .def_property_readonly("device", &IpcEvent::device)
+      .def_property_readonly("imported", &IpcEvent::imported)
+      .def_property_readonly("ptr", [](const IpcEvent& e) { return reinterpret_cast<uintptr_t>(e.raw()); });
+
+  m.def(
+      "_event_collect", [](bool force) { EventManager::get().collect(force); }, py::arg("force") = false,
+      py::call_guard<py::gil_scoped_release>());
+  m.def("_event_stats", [] {
+    EventStats s = EventManager::get().stats();
+    py::dict d;
+    d["created"] = s.created;
+    d["destroyed"] = s.destroyed;
+    d["retired_pending"] = s.retired_pending;
+    d["pooled"] = s.pooled;
+    return d;
+  });
+  m.def("_ipc_event_supported", [] {
+    const AclTable& t = acl();
+    if (t.CreateEventExWithFlag == nullptr) return std::string("aclrtCreateEventExWithFlag is missing");
+    if (t.IpcGetEventHandle == nullptr) return std::string("aclrtIpcGetEventHandle is missing");
+    if (t.IpcOpenEventHandle == nullptr) return std::string("aclrtIpcOpenEventHandle is missing");
+    return std::string();
+  });
+}
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,10 @@
+// One binder per feature; module.cpp calls them all.
+#pragma once
+
+#include <torch/extension.h>
+
+namespace torch_npu_ipc {
+
+void bind_events(pybind11::module_& m);
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,110 @@
+#include "event_manager.h"
+
+
+#include <cstdlib>
+#include <utility>
+
+#include "acl_device_guard.h"
+#include "acl_table.h"
+#include "ipc_event.h"
+
+namespace torch_npu_ipc {
+namespace {
+
+std::chrono::milliseconds export_grace() {
+  static const std::chrono::milliseconds grace = [] {
+    const char* v = std::getenv("TORCH_NPU_IPC_EXPORT_GRACE_MS");
+    long ms = v != nullptr ? std::strtol(v, nullptr, 10) : 5000;
+    return std::chrono::milliseconds(ms < 0 ? 0 : ms);
+  }();
+  return grace;
+}
+
+}  // namespace
+
+EventManager& EventManager::get() {
+  // Never destroyed on purpose: pooled events must not be torn down during
+  // static destruction, after torch_npu may have finalized the runtime.
+  static EventManager* instance = std::make_unique<EventManager>(Token{}).release();
+  return *instance;
+}
+
+bool EventManager::drained(const Retired& r, bool force) const {
+  if (!force && std::chrono::steady_clock::now() < r.not_before) return false;
+  auto query = acl().QueryEventStatus;
+  auto sync = acl().SynchronizeEvent;
+  for (aclrtEvent fence : r.fences) {
+    if (force) {
+      if (sync != nullptr) sync(fence);
+      continue;
+    }
+    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    if (query == nullptr || query(fence, &status) != ACL_SUCCESS || status != ACL_EVENT_RECORDED_STATUS_COMPLETE) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void EventManager::destroy(const Retired& r) {
+  auto destroy = acl().DestroyEvent;
+  if (destroy == nullptr) return;
+  AclDeviceGuard guard(r.device);
+  for (aclrtEvent fence : r.fences) destroy(fence);
+  destroy(r.event);
+  ++stats_.destroyed;
+}
+
+void EventManager::retire(aclrtEvent event, c10::DeviceIndex device, std::vector<aclrtEvent> fences, bool exported) {
+  auto not_before = std::chrono::steady_clock::now();
+  if (exported) not_before += export_grace();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retired_.push_back(Retired{event, device, std::move(fences), not_before});
+  }
+  collect(false);
+}
+
+void EventManager::collect(bool force) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::deque<Retired> keep;
+  for (auto& r : retired_) {
+    if (drained(r, force)) {
+      destroy(r);
+    } else {
+      keep.push_back(std::move(r));
+    }
+  }
+  retired_.swap(keep);
+}
+
+std::shared_ptr<IpcEvent> EventManager::acquire(c10::DeviceIndex device) {
+  std::shared_ptr<IpcEvent> owned;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pools_.size() <= static_cast<size_t>(device)) pools_.resize(device + 1);
+    auto& pool = pools_[device];
+    if (!pool.empty()) {
+      owned = std::move(pool.back());
+      pool.pop_back();
+    }
+  }
+  if (owned == nullptr) owned = IpcEvent::create(device);
+  IpcEvent* raw = owned.get();
+  // The caller's handle returns the event to the pool instead of freeing it.
+  return std::shared_ptr<IpcEvent>(raw, [this, owned, device](IpcEvent*) mutable {
+    std::lock_guard<std::mutex> lock(mu_);
+    pools_[device].push_back(std::move(owned));
+  });
+}
+
+EventStats EventManager::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  EventStats s = stats_;
+  s.retired_pending = retired_.size();
+  s.pooled = 0;
+  for (const auto& p : pools_) s.pooled += p.size();
+  return s;
+}
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,116 @@
+#include "ipc_event.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+
+#include "acl_device_guard.h"
+#include "acl_table.h"
+#include "event_manager.h"
+#include "npu_stream.h"
+
+namespace torch_npu_ipc {
+namespace {
+
+constexpr const char* kFeature = "Interprocess events";
+
+}  // namespace
+
+std::shared_ptr<IpcEvent> IpcEvent::create(c10::DeviceIndex device) {
+  auto create = NPU_IPC_ACL(CreateEventExWithFlag, kFeature);
+  NPU_IPC_ACL(IpcGetEventHandle, kFeature);
+  AclDeviceGuard guard(device);
+  aclrtEvent ev = nullptr;
+  check(create(&ev, ACL_EVENT_IPC), "aclrtCreateEventExWithFlag(ACL_EVENT_IPC)");
+  EventManager::get().note_created();
+  return std::make_shared<IpcEvent>(Key{}, ev, device, /*imported=*/false);
+}
+
+std::shared_ptr<IpcEvent> IpcEvent::open(c10::DeviceIndex device, const std::string& handle) {
+  auto open = NPU_IPC_ACL(IpcOpenEventHandle, kFeature);
+  TORCH_CHECK_VALUE(handle.size() == kIpcEventHandleSize, "an IPC event handle has ", kIpcEventHandleSize,
+                    " bytes, got ", handle.size());
+  AclDeviceGuard guard(device);
+  aclrtIpcEventHandle h{};
+  std::memcpy(h.reserved, handle.data(), kIpcEventHandleSize);
+  aclrtEvent ev = nullptr;
+  check(open(h, &ev), "aclrtIpcOpenEventHandle");
+  EventManager::get().note_created();
+  auto e = std::make_shared<IpcEvent>(Key{}, ev, device, /*imported=*/true);
+  e->handle_ = handle;
+  return e;
+}
+
+IpcEvent::IpcEvent(Key, aclrtEvent event, c10::DeviceIndex device, bool imported)
+    : event_(event), device_(device), imported_(imported) {}
+
+IpcEvent::~IpcEvent() {
+  std::vector<aclrtEvent> fences;
+  fences.reserve(fences_.size());
+  for (const auto& kv : fences_) fences.push_back(kv.second);
+  // An imported event's handle did not leave this process because of us;
+  // only events this process exported get the grace period.
+  EventManager::get().retire(event_, device_, std::move(fences), !imported_ && !handle_.empty());
+}
+
+void IpcEvent::fence_locked(aclrtStream stream) {
+  auto create = acl().CreateEventExWithFlag;
+  auto record = acl().RecordEvent;
+  if (create == nullptr || record == nullptr) return;
+  aclrtEvent& fence = fences_[stream];
+  if (fence == nullptr) check(create(&fence, ACL_EVENT_SYNC), "aclrtCreateEventExWithFlag(ACL_EVENT_SYNC)");
+  check(record(fence, stream), "aclrtRecordEvent(fence)");
+}
+
+void IpcEvent::record(const c10_npu::NPUStream& stream) {
+  TORCH_CHECK_VALUE(stream.device_index() == device_, "this interprocess event belongs to npu:", int(device_),
+                    " and cannot be recorded on a stream of npu:", int(stream.device_index()),
+                    "; record it on a stream of npu:", int(device_), " (waiting works from any device)");
+  auto record = NPU_IPC_ACL(RecordEvent, kFeature);
+  AclDeviceGuard guard(device_);
+  aclrtStream raw = drained(stream);
+  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
+  std::lock_guard<std::mutex> lock(mu_);
+  check(record(event_, raw), "aclrtRecordEvent");
+  fence_locked(raw);
+}
+
+void IpcEvent::wait(const c10_npu::NPUStream& stream) {
+  auto wait = NPU_IPC_ACL(StreamWaitEvent, kFeature);
+  AclDeviceGuard guard(stream.device_index());
+  aclrtStream raw = drained(stream);
+  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
+  std::lock_guard<std::mutex> lock(mu_);
+  check(wait(raw, event_), "aclrtStreamWaitEvent");
+  fence_locked(raw);
+}
+
+bool IpcEvent::query() const {
+  auto query = NPU_IPC_ACL(QueryEventStatus, kFeature);
+  aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  check(query(event_, &status), "aclrtQueryEventStatus");
+  return status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
+}
+
+void IpcEvent::synchronize() const {
+  auto sync = NPU_IPC_ACL(SynchronizeEvent, kFeature);
+  check(sync(event_), "aclrtSynchronizeEvent");
+}
+
+std::string IpcEvent::handle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (handle_.empty()) {
+    auto get = NPU_IPC_ACL(IpcGetEventHandle, kFeature);
+    aclrtIpcEventHandle h{};
+    check(get(event_, &h), "aclrtIpcGetEventHandle");
+    handle_.assign(h.reserved, kIpcEventHandleSize);
+  }
+  return handle_;
+}
+
+bool IpcEvent::exported() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !imported_ && !handle_.empty();
+}
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,67 @@
+// An interprocess event: an ACL event created with ACL_EVENT_IPC (or opened
+// from another process's handle), ordered with torch_npu's task queue.
+//
+// Every operation first drains torch_npu's queue for the stream involved,
+// then talks to ACL directly: a record therefore lands after everything the
+// program launched on that stream before, and a wait before everything it
+// launches after.
+#pragma once
+
+#include <acl/acl.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "torch_npu/csrc/core/npu/NPUStream.h"
+
+namespace torch_npu_ipc {
+
+constexpr size_t kIpcEventHandleSize = sizeof(aclrtIpcEventHandle);  // 64
+
+class IpcEvent {
+  struct Key {};
+
+ public:
+  // A new IPC event on `device` (aclrtCreateEventExWithFlag(ACL_EVENT_IPC)).
+  static std::shared_ptr<IpcEvent> create(c10::DeviceIndex device);
+  // The event another process exported as `handle` (exactly 64 bytes),
+  // opened on `device`.
+  static std::shared_ptr<IpcEvent> open(c10::DeviceIndex device, const std::string& handle);
+
+  IpcEvent(Key, aclrtEvent event, c10::DeviceIndex device, bool imported);
+  ~IpcEvent();  // hands the ACL event to EventManager for deferred destruction
+  IpcEvent(const IpcEvent&) = delete;
+  IpcEvent& operator=(const IpcEvent&) = delete;
+
+  void record(const c10_npu::NPUStream& stream);
+  void wait(const c10_npu::NPUStream& stream);
+  // True when never recorded, or the latest record ran.
+  bool query() const;
+  // Blocks the calling thread until the latest record ran.
+  void synchronize() const;
+  // The 64-byte handle another process passes to open().
+  std::string handle();
+
+  c10::DeviceIndex device() const { return device_; }
+  aclrtEvent raw() const { return event_; }
+  bool imported() const { return imported_; }
+  bool exported() const;
+
+ private:
+  // Records a local fence after a use of the event on `stream`, so the
+  // EventManager knows when that use drained (CANN forbids
+  // aclrtQueryEventWaitStatus on IPC events).
+  void fence_locked(aclrtStream stream);
+
+  aclrtEvent event_;
+  c10::DeviceIndex device_;
+  bool imported_;
+  mutable std::mutex mu_;
+  std::string handle_;  // cached once exported
+  std::unordered_map<aclrtStream, aclrtEvent> fences_;
+};
+
+}  // namespace torch_npu_ipc

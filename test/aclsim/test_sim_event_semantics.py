@@ -1,0 +1,137 @@
+"""CANN event semantics through raw ACL (ctypes), in spawned torch-free processes.
+
+CANN documents (FACTS.md section 2): a wait is bound to the record that is
+current when the wait is ISSUED; a wait issued before any record does
+nothing; before the first record an event queries as COMPLETE. PyTorch's
+torch_openreg simulator gets the first rule wrong (its wait checks whatever
+record is current when the wait *runs*), so these tests build the exact
+interleaving that tells the two apart.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import pytest
+from simacl import (
+    ACL_EVENT_IPC,
+    ACL_EVENT_SYNC,
+    ACL_EVENT_TIME_LINE,
+    RECORDED_COMPLETE,
+    RECORDED_NOT_READY,
+    Acl,
+    now,
+    requires_aclsim,
+    run,
+    spawn_context,
+)
+
+pytestmark = requires_aclsim
+
+
+def semantics_worker(flags: int, results: Any) -> None:
+    """Checks query/wait/record semantics for one kind of event; asserts in-process."""
+    acl = Acl()
+    acl.set_device(0)
+    a = acl.create_stream()
+    b = acl.create_stream()
+    ev = acl.create_event(flags)
+    out: dict[str, float] = {}
+
+    # Before any record: query says COMPLETE and synchronize returns at once.
+    assert acl.query_status(ev) == RECORDED_COMPLETE
+    t = now()
+    acl.check(acl.aclrtSynchronizeEvent(ev), "aclrtSynchronizeEvent")
+    assert now() - t < 0.1
+
+    # A wait issued before any record is a no-op, even when a record is
+    # issued right after it on a busy stream.
+    acl.sleep(a, 0.3)
+    acl.wait(b, ev)
+    acl.record(ev, a)
+    t = now()
+    acl.sync_stream(b)
+    out["noop_wait_release"] = now() - t
+    assert out["noop_wait_release"] < 0.15, out
+    assert acl.stream_busy(a), "stream A should still run its 0.3 s of work"
+    assert acl.query_status(ev) == RECORDED_NOT_READY
+    acl.sync_stream(a)
+    assert acl.query_status(ev) == RECORDED_COMPLETE
+
+    # A wait binds to the record current when it is ISSUED: record #1 at
+    # ~0.2 s, wait issued on B, then record #2 at ~0.5 s. B is released by
+    # record #1 while A still works toward record #2.
+    t0 = now()
+    acl.sleep(a, 0.2)
+    acl.record(ev, a)
+    acl.wait(b, ev)
+    acl.sleep(a, 0.3)
+    acl.record(ev, a)
+    assert acl.query_status(ev) == RECORDED_NOT_READY
+    acl.sync_stream(b)
+    out["bound_wait_release"] = now() - t0
+    a_busy_when_b_released = acl.stream_busy(a)
+    acl.sync_stream(a)
+    out["second_record_done"] = now() - t0
+    assert 0.19 <= out["bound_wait_release"] < 0.45, out
+    assert a_busy_when_b_released, f"B waited for the second record: {out}"
+    assert out["second_record_done"] >= 0.49, out
+    assert acl.query_status(ev) == RECORDED_COMPLETE
+
+    # A wait issued after the latest record already ran costs nothing.
+    acl.sleep(a, 0.3)
+    acl.wait(b, ev)
+    t = now()
+    acl.sync_stream(b)
+    assert now() - t < 0.15
+    acl.sync_stream(a)
+
+    # Host synchronize on a re-recorded event waits for the latest record.
+    acl.sleep(a, 0.2)
+    acl.record(ev, a)
+    t = now()
+    acl.check(acl.aclrtSynchronizeEvent(ev), "aclrtSynchronizeEvent")
+    out["event_sync"] = now() - t
+    assert 0.19 <= out["event_sync"] < 0.6, out
+    acl.check(acl.aclrtDestroyEvent(ev), "aclrtDestroyEvent")
+    results.put(out)
+
+
+@pytest.mark.parametrize("flags", [ACL_EVENT_SYNC, ACL_EVENT_IPC], ids=["local", "ipc"])
+def test_event_semantics(flags: int) -> None:
+    """Wait binds at issue time; wait-before-record is a no-op; query-before-record is COMPLETE."""
+    results = spawn_context().Queue()
+    run([(semantics_worker, (flags, results))])
+    out = results.get(timeout=5)
+    assert out["bound_wait_release"] < out["second_record_done"]
+
+
+def timing_worker(results: Any) -> None:
+    """Elapsed time between two timing events reflects simulated device time."""
+    acl = Acl()
+    acl.set_device(0)
+    s = acl.create_stream()
+    e1 = acl.create_event(ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE)
+    e2 = acl.create_event(ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE)
+    acl.record(e1, s)
+    acl.sleep(s, 0.2)
+    acl.record(e2, s)
+    ms = ctypes.c_float(-1)
+    # Elapsed time of records that have not run is an error, not garbage.
+    early = acl.aclrtEventElapsedTime(ctypes.byref(ms), e1, e2)
+    acl.sync_stream(s)
+    acl.check(acl.aclrtEventElapsedTime(ctypes.byref(ms), e1, e2), "aclrtEventElapsedTime")
+    ts = ctypes.c_uint64(0)
+    acl.check(acl.aclrtEventGetTimestamp(e2, ctypes.byref(ts)), "aclrtEventGetTimestamp")
+    results.put((early, ms.value, ts.value))
+
+
+def test_elapsed_time_reflects_simulated_work() -> None:
+    """aclrtEventElapsedTime around 0.2 s of simulated work reports ~200 ms."""
+    results = spawn_context().Queue()
+    run([(timing_worker, (results,))])
+    early, ms, ts = results.get(timeout=5)
+    assert early != 0
+    assert 195.0 <= ms < 600.0
+    assert ts > 0

@@ -1,0 +1,59 @@
+"""Importing torch/torch_npu on aclsim: availability, device count, SoC name, no spurious warnings."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import pytest
+import torch
+import torch_npu
+from simacl import requires_aclsim
+
+import aclsim
+
+pytestmark = requires_aclsim
+
+
+def test_available_with_conftest_device_count() -> None:
+    """conftest activated aclsim with 4 devices before torch was imported."""
+    assert aclsim.is_active()
+    assert torch.npu.is_available()
+    assert torch.npu.device_count() == 4
+    assert torch_npu.npu.device_count() == 4
+
+
+def test_soc_name() -> None:
+    """The simulated SoC is a real Atlas A2 name: torch_npu and the raw C call agree."""
+    assert torch_npu.npu.get_device_name(0) == "Ascend910B1"
+    lib = ctypes.CDLL("libascendcl.so")
+    lib.aclrtGetSocName.restype = ctypes.c_char_p
+    assert lib.aclrtGetSocName() == b"Ascend910B1"
+    assert aclsim.DEFAULT_SOC == "Ascend910B1"
+
+
+def test_raw_device_count_matches() -> None:
+    """aclrtGetDeviceCount (what torch_npu's C++ side asks) agrees with Python's count."""
+    lib = ctypes.CDLL("libascendcl.so")
+    n = ctypes.c_uint32(0)
+    assert lib.aclrtGetDeviceCount(ctypes.byref(n)) == 0
+    assert n.value == 4
+
+
+def test_environment_points_at_simulator() -> None:
+    """Children inherit the simulator through the environment aclsim.activate() set."""
+    assert os.environ["ACLSIM_ACTIVE"] == "1"
+    assert os.environ["ACLSIM_DEVICES"] == "4"
+    assert os.environ["LD_LIBRARY_PATH"].split(os.pathsep)[0] == str(aclsim.lib_dir())
+    home = os.environ["ASCEND_HOME_PATH"]
+    assert os.path.isdir(os.path.join(home, "runtime")) and os.path.isdir(os.path.join(home, "compiler"))
+    assert os.path.isdir(os.environ["ASCEND_OPP_PATH"])
+
+
+def test_activate_refuses_a_different_device_count() -> None:
+    """The device count cannot change inside a running process."""
+    aclsim.activate(devices=4)  # same count: a no-op
+    with pytest.raises(RuntimeError, match="already active"):
+        aclsim.activate(devices=3)
+    with pytest.raises(ValueError):
+        aclsim.simulator_env(devices=9)

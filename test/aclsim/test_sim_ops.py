@@ -1,0 +1,112 @@
+"""Device ops through aclsim's aclnn library, compared with the CPU.
+
+An op aclsim does not implement must fail with a Python RuntimeError that
+names it. That case runs in a subprocess: after a failed op torch_npu's
+task queue stops running later ops, which would poison the pytest process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch_npu  # noqa: F401  (registers the npu device)
+from simacl import requires_aclsim
+
+pytestmark = requires_aclsim
+
+DEVICE = "npu:0"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64], ids=str)
+def test_inplace_fill_zero_add_mul(dtype: torch.dtype) -> None:
+    """fill_, zero_, add_/mul_ by scalar and by tensor match the CPU exactly."""
+    base = torch.arange(-12, 12, dtype=dtype).reshape(4, 6)
+    other = (torch.arange(24, dtype=dtype).reshape(4, 6) % 5) + 1
+    for op in (
+        lambda t, o: t.fill_(3),
+        lambda t, o: t.zero_(),
+        lambda t, o: t.add_(2),
+        lambda t, o: t.add_(o),
+        lambda t, o: t.add_(o, alpha=3),
+        lambda t, o: t.mul_(3),
+        lambda t, o: t.mul_(o),
+    ):
+        cpu = base.clone()
+        dev = base.to(DEVICE)
+        op(cpu, other)
+        op(dev, other.to(DEVICE))
+        assert torch.equal(dev.cpu(), cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
+def test_out_of_place_ops(dtype: torch.dtype) -> None:
+    """a + b, a * b, a + 1, a * 2 and clone produce the CPU values on every device."""
+    a = torch.arange(10, dtype=dtype)
+    b = torch.arange(10, 20, dtype=dtype)
+    for d in range(4):
+        da, db = a.to(f"npu:{d}"), b.to(f"npu:{d}")
+        assert torch.equal((da + db).cpu(), a + b)
+        assert torch.equal((da * db).cpu(), a * b)
+        assert torch.equal((da + 1).cpu(), a + 1)
+        assert torch.equal((da * 2).cpu(), a * 2)
+        c = da.clone()
+        assert c.data_ptr() != da.data_ptr()
+        c.add_(1)
+        assert torch.equal(da.cpu(), a), "clone shares storage with its source"
+        assert torch.equal(c.cpu(), a + 1)
+
+
+def test_ops_on_non_contiguous_views() -> None:
+    """In-place ops on a strided view touch only the view's elements."""
+    cpu = torch.arange(30, dtype=torch.float32).reshape(5, 6)
+    dev = cpu.to(DEVICE)
+    for t in (cpu, dev):
+        t[:, ::2].add_(100)
+        t[1:4, 1::2].mul_(-1)
+        t.t()[2].fill_(7)
+    assert torch.equal(dev.cpu(), cpu)
+    assert torch.equal(dev.t().clone().cpu(), cpu.t().contiguous())
+
+
+def test_ops_follow_stream_order() -> None:
+    """Ops on one stream run in issue order (a chain of in-place ops)."""
+    t = torch.zeros(1000, device=DEVICE)
+    for i in range(50):
+        t.add_(1)
+        t.mul_(2) if i % 10 == 0 else None
+    want = torch.zeros(1000)
+    for i in range(50):
+        want.add_(1)
+        want.mul_(2) if i % 10 == 0 else None
+    assert torch.equal(t.cpu(), want)
+
+
+UNIMPLEMENTED = r"""
+import sys
+import torch, torch_npu
+x = torch.ones(8, device="npu:0")
+try:
+    y = torch.OPNAME(x)
+    y.cpu()
+    torch.npu.synchronize()
+except RuntimeError as e:
+    print("RAISED", type(e).__name__)
+    print(str(e))
+    sys.exit(0)
+print("NO ERROR")
+sys.exit(3)
+"""
+
+
+def test_unimplemented_op_raises_naming_it() -> None:
+    """torch.sin (aclnnSin is not simulated) raises RuntimeError naming the op; no crash."""
+    code = UNIMPLEMENTED.replace("OPNAME", "sin")
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=90)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "RAISED RuntimeError" in proc.stdout, out
+    assert "'Sin'" in proc.stdout, out
+    assert "not implemented by the simulator" in proc.stdout, out

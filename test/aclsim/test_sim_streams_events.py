@@ -1,0 +1,163 @@
+"""torch.npu streams and events on aclsim: asynchronous in-order queues with simulated time.
+
+``aclsim.sleep(ptr, s)`` enqueues ``s`` seconds of device work on a raw
+stream. It goes straight to the runtime, so the stream pointer is read
+(``.npu_stream``, which drains torch_npu's task queue for that stream) right
+before each call: work launched earlier is then ordered before the sleep.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torch_npu  # noqa: F401  (registers the npu device)
+from simacl import requires_aclsim
+
+import aclsim
+
+pytestmark = requires_aclsim
+
+WORK = 0.3
+SLACK = 0.01  # simulated work never ends early; clock granularity only
+LATE = 1.0  # generous upper bound: the machine is shared and may be loaded
+
+
+def sleep_on(stream: torch.npu.Stream, seconds: float) -> float:
+    """Enqueue simulated work on `stream`; return how long the host call took."""
+    ptr = stream.npu_stream
+    t = time.monotonic()
+    aclsim.sleep(ptr, seconds)
+    return time.monotonic() - t
+
+
+@pytest.fixture(autouse=True)
+def _idle_device() -> None:
+    torch.npu.set_device(0)
+    torch.npu.synchronize()
+    yield
+    torch.npu.synchronize()
+
+
+def test_sleep_is_async_and_synchronize_waits() -> None:
+    """aclsim.sleep returns at once; query() is False while busy; synchronize takes ~WORK."""
+    s = torch.npu.current_stream()
+    assert s.query()
+    host = sleep_on(s, WORK)
+    assert host < 0.1
+    assert not s.query()
+    t = time.monotonic()
+    s.synchronize()
+    took = time.monotonic() - t
+    assert WORK - SLACK - host <= took < WORK + LATE
+    assert s.query()
+
+
+def test_ops_launch_without_blocking_and_run_in_order() -> None:
+    """Ops queued behind busy device work return immediately and see the earlier ops' results."""
+    x = torch.zeros(16, device="npu:0")
+    s = torch.npu.current_stream()
+    sleep_on(s, WORK)
+    t = time.monotonic()
+    x.add_(1)
+    x.mul_(5)
+    launch = time.monotonic() - t
+    assert launch < WORK / 2, f"op launch blocked the host for {launch:.3f} s"
+    assert torch.equal(x.cpu(), torch.full((16,), 5.0))
+    assert time.monotonic() - t >= WORK - SLACK - launch
+
+
+def test_event_record_query_synchronize() -> None:
+    """Event.query is False until the record ran; Event.synchronize blocks for the remaining work."""
+    s = torch.npu.current_stream()
+    ev = torch.npu.Event()
+    assert ev.query()  # never recorded
+    sleep_on(s, WORK)
+    ev.record(s)
+    assert not ev.query()
+    t = time.monotonic()
+    ev.synchronize()
+    assert WORK / 2 <= time.monotonic() - t < WORK + LATE
+    assert ev.query()
+
+
+def test_elapsed_time_reflects_simulated_work() -> None:
+    """elapsed_time between two timing events around 0.2 s of work is ~200 ms."""
+    s = torch.npu.current_stream()
+    start = torch.npu.Event(enable_timing=True)
+    end = torch.npu.Event(enable_timing=True)
+    start.record(s)
+    sleep_on(s, 0.2)
+    end.record(s)
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    assert 200 - 1e3 * SLACK <= ms < 200 + 1e3 * LATE
+
+
+def test_stream_wait_event_orders_streams() -> None:
+    """s2.wait_event(ev) holds s2 until s1's record ran; s2 work queued after it runs after."""
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    x = torch.zeros(8, device="npu:0")
+    torch.npu.current_stream().synchronize()
+    ev = torch.npu.Event()
+    sleep_on(s1, WORK)
+    with torch.npu.stream(s1):
+        x.fill_(3)
+    ev.record(s1)
+    s2.wait_event(ev)
+    with torch.npu.stream(s2):
+        y = x * 2
+    assert not s2.query()
+    t = time.monotonic()
+    s2.synchronize()
+    assert time.monotonic() - t >= WORK / 2
+    assert torch.equal(y.cpu(), torch.full((8,), 6.0))
+    # Event.wait is the same thing seen from the event.
+    sleep_on(s1, WORK)
+    ev.record(s1)
+    ev.wait(s2)
+    t = time.monotonic()
+    s2.synchronize()
+    assert time.monotonic() - t >= WORK / 2
+
+
+def test_two_streams_overlap() -> None:
+    """Work on two streams runs concurrently: 2 x WORK finishes in about WORK."""
+    s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+    t = time.monotonic()
+    sleep_on(s1, WORK)
+    sleep_on(s2, WORK)
+    torch.npu.synchronize()
+    took = time.monotonic() - t
+    assert WORK - SLACK <= took < 2 * WORK - 0.1, f"streams ran serially ({took:.3f} s)"
+    # The same work on one stream is serial.
+    t = time.monotonic()
+    sleep_on(s1, WORK / 2)
+    sleep_on(s1, WORK / 2)
+    s1.synchronize()
+    assert time.monotonic() - t >= WORK - SLACK
+
+
+def test_device_synchronize_waits_for_every_stream() -> None:
+    """torch.npu.synchronize() waits for all streams of the device."""
+    streams = [torch.npu.Stream() for _ in range(3)]
+    for i, s in enumerate(streams):
+        sleep_on(s, 0.1 * (i + 1))
+    t = time.monotonic()
+    torch.npu.synchronize()
+    assert time.monotonic() - t >= 0.3 - 0.05
+    assert all(s.query() for s in streams)
+
+
+def test_streams_on_other_devices() -> None:
+    """A stream of npu:2 is independent of npu:0: syncing npu:0 does not wait for it."""
+    s2 = torch.npu.Stream(device="npu:2")
+    assert s2.device == torch.device("npu", 2)
+    sleep_on(s2, WORK)
+    t = time.monotonic()
+    torch.npu.synchronize(0)
+    assert time.monotonic() - t < WORK / 2
+    assert not s2.query()
+    s2.synchronize()
+    assert s2.query()
