@@ -42,3 +42,32 @@ def register() -> None:
     """Register the reductions with torch.multiprocessing (done on ``import torch_npu_ipc``)."""
     ForkingPickler.register(Event, reduce_event)
     torch_reductions.reduce_event = reduce_event
+
+
+def register_tensors() -> None:
+    """Route NPU tensors and storages through :mod:`torch_npu_ipc.sharing` (CPU ones keep torch's path)."""
+    from torch.nn.parameter import Parameter
+
+    from torch_npu_ipc import sharing
+
+    previous_tensor = torch_reductions.reduce_tensor
+    previous_storage = torch_reductions.reduce_storage
+    if getattr(previous_tensor, "_torch_npu_ipc", False):
+        return
+
+    def reduce_tensor(tensor: torch.Tensor) -> Any:
+        if tensor.device.type == "npu" and not tensor.is_nested:
+            return sharing.reduce_npu_tensor(tensor)
+        return previous_tensor(tensor)
+
+    def reduce_storage(storage: Any) -> Any:
+        if storage.device.type == "npu":
+            return sharing.reduce_npu_storage(storage)
+        return previous_storage(storage)
+
+    reduce_tensor._torch_npu_ipc = True  # type: ignore[attr-defined]
+    torch_reductions.reduce_tensor = reduce_tensor
+    torch_reductions.reduce_storage = reduce_storage
+    for cls in (*torch._tensor_classes, torch.Tensor, Parameter):
+        ForkingPickler.register(cls, reduce_tensor)
+    ForkingPickler.register(torch.UntypedStorage, reduce_storage)

@@ -1,0 +1,71 @@
+// Python bindings of NPU tensor sharing between processes.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "sharing.h"
+
+namespace py = pybind11;
+
+namespace torch_npu_ipc {
+namespace {
+
+using Fields = std::tuple<int32_t, int64_t, py::bytes, uint64_t, uint64_t, uint64_t, std::string, uint32_t, uint32_t,
+                          py::bytes>;
+
+Fields to_fields(const Descriptor& d) {
+  return {d.producer_pid,   d.device,     py::bytes(d.mem_key), d.block_size,      d.storage_offset,
+          d.storage_nbytes, d.ref_table, d.slot_index,          d.slot_generation, py::bytes(d.event_handle)};
+}
+
+Descriptor from_fields(const Fields& f) {
+  Descriptor d;
+  d.producer_pid = std::get<0>(f);
+  d.device = std::get<1>(f);
+  d.mem_key = std::get<2>(f);
+  d.block_size = std::get<3>(f);
+  d.storage_offset = std::get<4>(f);
+  d.storage_nbytes = std::get<5>(f);
+  d.ref_table = std::get<6>(f);
+  d.slot_index = std::get<7>(f);
+  d.slot_generation = std::get<8>(f);
+  d.event_handle = std::get<9>(f);
+  return d;
+}
+
+}  // namespace
+
+void bind_sharing(py::module_& m) {
+  m.def(
+      "_share_storage",
+      [](const at::Tensor& t) {
+        Descriptor d;
+        {
+          py::gil_scoped_release no_gil;
+          d = share_storage(t.storage());
+        }
+        return to_fields(d);
+      },
+      py::arg("tensor"), "Share the storage of an NPU tensor; returns the descriptor fields.");
+  m.def(
+      "_rebuild_storage",
+      [](const Fields& f, int64_t device) {
+        Descriptor d = from_fields(f);
+        py::gil_scoped_release no_gil;
+        return rebuild_storage(d, device);
+      },
+      py::arg("fields"), py::arg("device"), "A uint8 NPU tensor viewing a storage shared by another process.");
+  m.def("_ipc_collect", &ipc_collect, py::call_guard<py::gil_scoped_release>());
+  m.def("_inflight_budget", &inflight_budget);
+  m.def("_sharing_stats", [] {
+    SharingStats s = sharing_stats();
+    py::dict d;
+    d["inflight_events"] = s.inflight_events;
+    d["limbo_blocks"] = s.limbo_blocks;
+    d["live_slots"] = s.live_slots;
+    d["fallback_syncs"] = s.fallback_syncs;
+    d["in_fallback"] = s.in_fallback;
+    return d;
+  });
+}
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,117 @@
+#include "ipc_memory.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "acl_device_guard.h"
+#include "acl_table.h"
+#include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
+
+namespace torch_npu_ipc {
+namespace {
+
+constexpr const char* kFeature = "Sharing NPU tensors between processes";
+
+// Export flag: receivers are not known in advance (queues, sockets), so pid
+// validation is disabled, as torch_npu does.
+constexpr uint64_t kExportFlags = ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION;
+
+int64_t segments_freed(c10::DeviceIndex device) {
+  auto stats = c10_npu::NPUCachingAllocator::getDeviceStats(device);
+  return stats.segment[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].freed;
+}
+
+struct ExportCache {
+  std::mutex mu;
+  std::map<std::tuple<int, uintptr_t, size_t>, std::string> keys;
+  std::map<int, int64_t> freed_seen;  // per device: segments freed when keys were cached
+};
+
+ExportCache& exports() {
+  static ExportCache c;
+  return c;
+}
+
+struct ImportCache {
+  std::mutex mu;
+  std::map<std::pair<std::string, int>, std::weak_ptr<Import>> map;
+};
+
+ImportCache& imports() {
+  static ImportCache c;
+  return c;
+}
+
+}  // namespace
+
+ExportedBlock export_block(c10::DeviceIndex device, void* ptr) {
+  auto get_key = NPU_IPC_ACL(IpcMemGetExportKey, kFeature);
+  auto close = NPU_IPC_ACL(IpcMemClose, kFeature);
+  size_t size = 0;
+  void* base = c10_npu::NPUCachingAllocator::get()->getBaseAllocation(ptr, &size);
+  TORCH_CHECK(base != nullptr && size > 0, "torch_npu_ipc: storage at ", ptr,
+              " was not allocated by torch_npu's caching allocator, so it cannot be shared");
+  ExportCache& c = exports();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const int64_t freed = segments_freed(device);
+  if (auto it = c.freed_seen.find(device); it != c.freed_seen.end() && it->second != freed) {
+    // Some segment of this device went back to the runtime: drop its keys.
+    for (auto k = c.keys.begin(); k != c.keys.end();) {
+      if (std::get<0>(k->first) == device) {
+        close(k->second.c_str());
+        k = c.keys.erase(k);
+      } else {
+        ++k;
+      }
+    }
+  }
+  c.freed_seen[device] = freed;
+  auto id = std::make_tuple(static_cast<int>(device), reinterpret_cast<uintptr_t>(base), size);
+  auto it = c.keys.find(id);
+  if (it == c.keys.end()) {
+    AclDeviceGuard guard(device);
+    char key[kIpcKeySize] = {};
+    check(get_key(base, size, key, sizeof(key), kExportFlags), "aclrtIpcMemGetExportKey");
+    it = c.keys.emplace(id, std::string(key, strnlen(key, sizeof(key)))).first;
+  }
+  return ExportedBlock{it->second, base, size};
+}
+
+std::shared_ptr<Import> Import::get(const std::string& key, c10::DeviceIndex device, c10::DeviceIndex producer_device) {
+  auto import = NPU_IPC_ACL(IpcMemImportByKey, kFeature);
+  NPU_IPC_ACL(IpcMemClose, kFeature);
+  TORCH_CHECK_VALUE(!key.empty() && key.size() < kIpcKeySize, "malformed IPC memory key");
+  ImportCache& c = imports();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto id = std::make_pair(key, static_cast<int>(device));
+  if (auto it = c.map.find(id); it != c.map.end()) {
+    if (auto existing = it->second.lock()) return existing;
+  }
+  AclDeviceGuard guard(device);
+  void* p = nullptr;
+  uint64_t flags = device != producer_device ? ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS : 0;
+  check(import(&p, key.c_str(), flags), "aclrtIpcMemImportByKey");
+  auto imp = std::make_shared<Import>(Token{}, key, p, device);
+  c.map[id] = imp;
+  return imp;
+}
+
+Import::Import(Token, std::string key, void* ptr, c10::DeviceIndex device)
+    : key_(std::move(key)), ptr_(ptr), device_(device) {}
+
+Import::~Import() {
+  auto close = acl().IpcMemClose;
+  if (close == nullptr) return;
+  try {
+    AclDeviceGuard guard(device_);
+    close(key_.c_str());
+  } catch (...) {
+    // A destructor must not throw; the exporter reclaims the key anyway.
+  }
+}
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,238 @@
+#include "ref_table.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <c10/util/Exception.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace torch_npu_ipc {
+namespace {
+
+constexpr uint32_t kMagic = 0x54524546;  // "TREF"
+constexpr char kPrefix[] = "torch_npu_ipc.";
+
+struct Header {
+  uint32_t magic;
+  uint32_t slots;
+  int32_t owner_pid;
+  uint32_t next_hint;
+};
+
+constexpr size_t kBytes = sizeof(Header) + sizeof(std::atomic<uint64_t>) * RefTable::kSlots;
+
+uint64_t pack(uint32_t gen, SlotState st, int32_t pid) {
+  return (uint64_t{gen} << 32) | (uint64_t(static_cast<uint32_t>(st)) << 30) | (uint32_t(pid) & 0x3FFFFFFFu);
+}
+uint32_t gen_of(uint64_t w) { return static_cast<uint32_t>(w >> 32); }
+SlotState state_of(uint64_t w) { return static_cast<SlotState>((w >> 30) & 0x3u); }
+int32_t pid_of(uint64_t w) { return static_cast<int32_t>(w & 0x3FFFFFFFu); }
+
+// Start time of a process (clock ticks since boot), or 0 when it is gone.
+uint64_t start_time(int32_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return 0;
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  char state = 0;
+  rest >> state;
+  if (state == 'Z' || state == 'X') return 0;  // zombie: dead for us
+  for (int i = 4; i < 22 && rest >> field; ++i) {
+  }
+  uint64_t st = 0;
+  rest >> st;
+  return st;
+}
+
+bool alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM) && start_time(pid) != 0; }
+
+std::string pidns() {
+  char buf[64] = {};
+  ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
+  std::string s = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "pid:[0]";
+  std::string digits;
+  for (char c : s) {
+    if (c >= '0' && c <= '9') digits.push_back(c);
+  }
+  return digits;
+}
+
+std::mutex& cache_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, std::weak_ptr<RefTable>>& cache() {
+  static std::map<std::string, std::weak_ptr<RefTable>> m;
+  return m;
+}
+
+}  // namespace
+
+void remove_stale_tables() {
+  const std::string mine = std::string(kPrefix) + pidns() + ".";
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.rfind(mine, 0) != 0) continue;
+    // torch_npu_ipc.<ns>.<pid>.<start>.<seq>
+    unsigned long pid = 0, st = 0, seq = 0;
+    if (std::sscanf(n.c_str() + mine.size(), "%lu.%lu.%lu", &pid, &st, &seq) != 3) continue;
+    if (start_time(static_cast<int32_t>(pid)) != st) shm_unlink(("/" + n).c_str());
+  }
+  closedir(d);
+}
+
+std::shared_ptr<RefTable> RefTable::create() {
+  static std::atomic<uint32_t> seq{0};
+  static std::once_flag cleaned;
+  std::call_once(cleaned, remove_stale_tables);
+  const int32_t pid = static_cast<int32_t>(getpid());
+  std::string name = "/" + std::string(kPrefix) + pidns() + "." + std::to_string(pid) + "." +
+                     std::to_string(start_time(pid)) + "." + std::to_string(seq++);
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  TORCH_CHECK(fd >= 0, "torch_npu_ipc: cannot create shared reference table ", name, ": ", std::strerror(errno));
+  void* p = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(kBytes)) == 0) {
+    p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    TORCH_CHECK(false, "torch_npu_ipc: cannot map shared reference table: ", std::strerror(err));
+  }
+  auto* h = static_cast<Header*>(p);
+  h->slots = kSlots;
+  h->owner_pid = pid;
+  h->magic = kMagic;
+  auto t = std::make_shared<RefTable>(Key{}, name, p, true);
+  std::lock_guard<std::mutex> lock(cache_mu());
+  cache()[name] = t;
+  return t;
+}
+
+std::shared_ptr<RefTable> RefTable::open(const std::string& name) {
+  std::lock_guard<std::mutex> lock(cache_mu());
+  if (auto it = cache().find(name); it != cache().end()) {
+    if (auto t = it->second.lock()) return t;
+  }
+  TORCH_CHECK_VALUE(name.size() > 1 && name.size() < 200 && name[0] == '/' && name.find('/', 1) == std::string::npos &&
+                        name.compare(1, sizeof(kPrefix) - 1, kPrefix) == 0,
+                    "not a torch_npu_ipc reference table name");
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  TORCH_CHECK(fd >= 0, "the producer's shared reference table ", name,
+              " is gone: the producing process exited or released the tensor");
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == kBytes) {
+    p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  close(fd);
+  TORCH_CHECK(p != MAP_FAILED, "the shared reference table ", name, " is not a torch_npu_ipc table");
+  if (static_cast<Header*>(p)->magic != kMagic || static_cast<Header*>(p)->slots != kSlots) {
+    munmap(p, kBytes);
+    TORCH_CHECK(false, "the shared reference table ", name, " is not a torch_npu_ipc table");
+  }
+  auto t = std::make_shared<RefTable>(Key{}, name, p, false);
+  cache()[name] = t;
+  return t;
+}
+
+RefTable::RefTable(Key, std::string name, void* base, bool owner) : name_(std::move(name)), base_(base), owner_(owner) {}
+
+RefTable::~RefTable() {
+  munmap(base_, kBytes);
+  if (owner_) shm_unlink(name_.c_str());
+}
+
+std::atomic<uint64_t>* RefTable::word(uint32_t index) const {
+  auto* slots = reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(base_) + sizeof(Header));
+  return &slots[index];
+}
+
+int32_t RefTable::owner_pid() const { return static_cast<Header*>(base_)->owner_pid; }
+
+bool RefTable::owner_alive() const { return alive(owner_pid()); }
+
+bool RefTable::take(SlotRef* out) {
+  auto* h = static_cast<Header*>(base_);
+  const int32_t me = static_cast<int32_t>(getpid());
+  uint32_t start = __atomic_load_n(&h->next_hint, __ATOMIC_RELAXED);
+  for (uint32_t k = 0; k < kSlots; ++k) {
+    uint32_t i = (start + k) % kSlots;
+    std::atomic<uint64_t>* w = word(i);
+    uint64_t cur = w->load();
+    if (state_of(cur) != SlotState::Free) continue;
+    uint32_t gen = gen_of(cur) + 1;
+    if (w->compare_exchange_strong(cur, pack(gen, SlotState::Sent, me))) {
+      __atomic_store_n(&h->next_hint, (i + 1) % kSlots, __ATOMIC_RELAXED);
+      *out = SlotRef{i, gen};
+      return true;
+    }
+  }
+  return false;
+}
+
+bool RefTable::claim(const SlotRef& ref) {
+  if (ref.index >= kSlots) return false;
+  std::atomic<uint64_t>* w = word(ref.index);
+  uint64_t cur = w->load();
+  if (gen_of(cur) != ref.generation || state_of(cur) != SlotState::Sent) return false;
+  return w->compare_exchange_strong(cur, pack(ref.generation, SlotState::Claimed, static_cast<int32_t>(getpid())));
+}
+
+void RefTable::release(const SlotRef& ref) {
+  if (ref.index >= kSlots) return;
+  std::atomic<uint64_t>* w = word(ref.index);
+  uint64_t cur = w->load();
+  while (gen_of(cur) == ref.generation && state_of(cur) != SlotState::Free) {
+    if (w->compare_exchange_weak(cur, pack(ref.generation, SlotState::Free, 0))) return;
+  }
+}
+
+void RefTable::reclaim(const SlotRef& ref) { release(ref); }
+
+bool RefTable::live(const SlotRef& ref) const {
+  uint64_t cur = word(ref.index)->load();
+  return gen_of(cur) == ref.generation && state_of(cur) != SlotState::Free;
+}
+
+SlotState RefTable::state(const SlotRef& ref) const {
+  uint64_t cur = word(ref.index)->load();
+  return gen_of(cur) == ref.generation ? state_of(cur) : SlotState::Free;
+}
+
+uint32_t RefTable::live_count() const {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < kSlots; ++i) n += state_of(word(i)->load()) != SlotState::Free;
+  return n;
+}
+
+uint32_t RefTable::reclaim_dead_holders() {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    uint64_t cur = word(i)->load();
+    if (state_of(cur) == SlotState::Claimed && !alive(pid_of(cur))) {
+      release(SlotRef{i, gen_of(cur)});
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,352 @@
+#include "sharing.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/Exception.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "acl_device_guard.h"
+#include "acl_table.h"
+#include "event_manager.h"
+#include "ipc_event.h"
+#include "ipc_memory.h"
+#include "npu_stream.h"
+#include "ref_table.h"
+
+namespace torch_npu_ipc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long long x = std::strtoll(v, &end, 10);
+  return end != v && *end == '\0' && x >= 0 ? x : fallback;
+}
+
+std::chrono::seconds unclaimed_timeout() {
+  static const auto t = std::chrono::seconds(env_int("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", 600));
+  return t;
+}
+
+c10::Device npu(int64_t index) { return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)); }
+
+struct Ref {
+  std::shared_ptr<RefTable> table;
+  SlotRef slot;
+  bool live() const { return table->live(slot); }
+};
+
+// Context of a producer storage that was shared at least once.
+struct SentBlock {
+  c10::DataPtr original;
+  std::vector<Ref> refs;
+  bool live() const {
+    for (const auto& r : refs) {
+      if (r.live()) return true;
+    }
+    return false;
+  }
+};
+
+// Context of a storage rebuilt in a receiver.
+struct Received {
+  Ref ref;
+  std::shared_ptr<Import> import;
+  Descriptor origin;  // to forward the block to a third process
+};
+
+struct Inflight {
+  Ref ref;
+  std::shared_ptr<IpcEvent> event;
+  Clock::time_point sent;
+};
+
+struct State {
+  std::mutex mu;
+  std::vector<std::shared_ptr<RefTable>> tables;
+  std::deque<Inflight> inflight;
+  std::vector<std::unique_ptr<SentBlock>> limbo;
+  int64_t fallback_syncs = 0;
+  bool in_fallback = false;
+  std::mutex events_mu;
+  std::map<std::pair<std::string, int>, std::shared_ptr<IpcEvent>> opened;  // receiver's event cache
+};
+
+State& state() {
+  // Never destroyed: deleters may run during interpreter shutdown.
+  static State* s = std::make_unique<State>().release();
+  return *s;
+}
+
+void sent_block_deleter(void* ctx);
+void received_deleter(void* ctx);
+
+// Releases receivers' slots once their streams finished with the memory,
+// off the thread that dropped the storage (which may be torch_npu's queue
+// thread, where flushing the queue would deadlock).
+class Releaser {
+ public:
+  static Releaser& get() {
+    static Releaser* r = std::make_unique<Releaser>().release();
+    return *r;
+  }
+  void push(std::unique_ptr<Received> item, c10_npu::NPUStream stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_) {
+      std::thread([this] { run(); }).detach();
+      started_ = true;
+    }
+    queue_.emplace_back(std::move(item), stream);
+    cv_.notify_one();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !queue_.empty(); });
+      auto [item, stream] = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      try {
+        AclDeviceGuard guard(stream.device_index());
+        aclrtStream raw = drained(stream);
+        aclrtEvent fence = nullptr;
+        if (raw != nullptr && acl().CreateEventExWithFlag(&fence, ACL_EVENT_SYNC) == ACL_SUCCESS) {
+          if (acl().RecordEvent(fence, raw) == ACL_SUCCESS) acl().SynchronizeEvent(fence);
+          acl().DestroyEvent(fence);
+        }
+      } catch (...) {
+        // The runtime is going away; releasing the slot is still right.
+      }
+      item->ref.table->release(item->ref.slot);
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::unique_ptr<Received>, c10_npu::NPUStream>> queue_;
+  bool started_ = false;
+};
+
+void sent_block_deleter(void* ctx) {
+  std::unique_ptr<SentBlock> block(static_cast<SentBlock*>(ctx));
+  if (block->live()) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.limbo.push_back(std::move(block));
+  }
+  // Otherwise the original DataPtr returns the block to the allocator here.
+}
+
+void received_deleter(void* ctx) {
+  std::unique_ptr<Received> r(static_cast<Received*>(ctx));
+  auto device = r->import->device();
+  Releaser::get().push(std::move(r), c10_npu::getCurrentNPUStream(device));
+}
+
+Ref take_slot_locked(State& s) {
+  SlotRef slot;
+  for (auto& t : s.tables) {
+    if (t->take(&slot)) return Ref{t, slot};
+  }
+  s.tables.push_back(RefTable::create());
+  TORCH_CHECK(s.tables.back()->take(&slot), "torch_npu_ipc: a fresh reference table has no free slot");
+  return Ref{s.tables.back(), slot};
+}
+
+// Drops finished in-flight sends; returns how many are still waiting.
+int64_t prune_inflight_locked(State& s) {
+  const auto now = Clock::now();
+  std::deque<Inflight> keep;
+  for (auto& f : s.inflight) {
+    SlotState st = f.ref.table->state(f.ref.slot);
+    if (st != SlotState::Sent) continue;  // received (its wait is issued) or released
+    if (now - f.sent > unclaimed_timeout()) {
+      f.ref.table->reclaim(f.ref.slot);  // never received: free the block
+      continue;
+    }
+    keep.push_back(std::move(f));
+  }
+  s.inflight.swap(keep);
+  int64_t with_event = 0;
+  for (const auto& f : s.inflight) with_event += f.event != nullptr;
+  return with_event;
+}
+
+int64_t collect_locked(State& s) {
+  for (auto& t : s.tables) t->reclaim_dead_holders();
+  prune_inflight_locked(s);
+  int64_t freed = 0;
+  std::vector<std::unique_ptr<SentBlock>> keep;
+  std::vector<std::unique_ptr<SentBlock>> release;
+  for (auto& b : s.limbo) {
+    if (b->live()) {
+      keep.push_back(std::move(b));
+    } else {
+      release.push_back(std::move(b));
+      ++freed;
+    }
+  }
+  s.limbo.swap(keep);
+  return freed;  // `release` frees the blocks as it goes out of scope
+}
+
+std::shared_ptr<IpcEvent> open_event(const std::string& handle, c10::DeviceIndex device) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.events_mu);
+  auto key = std::make_pair(handle, static_cast<int>(device));
+  if (auto it = s.opened.find(key); it != s.opened.end()) return it->second;
+  if (s.opened.size() >= 4096) s.opened.clear();  // bounded: producers pool their events
+  auto e = IpcEvent::open(device, handle);
+  s.opened.emplace(key, e);
+  return e;
+}
+
+}  // namespace
+
+int64_t inflight_budget() {
+  static const int64_t budget = env_int("TORCH_NPU_IPC_MAX_INFLIGHT", 1000);
+  return budget;
+}
+
+Descriptor share_storage(const c10::Storage& storage) {
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  const c10::Device dev = impl->device();
+  TORCH_CHECK_VALUE(dev.type() == c10::DeviceType::PrivateUse1, "share_storage expects an NPU storage, got ", dev);
+  TORCH_CHECK_VALUE(impl->nbytes() > 0, "an empty storage has nothing to share");
+  Descriptor d;
+  d.producer_pid = static_cast<int32_t>(getpid());
+  d.storage_nbytes = impl->nbytes();
+  State& s = state();
+  Ref ref;
+  const c10::DataPtr& current = impl->data_ptr();
+  if (current.get_deleter() == &received_deleter) {
+    // Forwarding a tensor this process received: describe the original block
+    // and take a slot in the original producer's table.
+    auto* r = static_cast<Received*>(current.get_context());
+    d = r->origin;
+    d.producer_pid = static_cast<int32_t>(getpid());
+    d.event_handle.clear();
+    TORCH_CHECK(r->ref.table->owner_alive(), "cannot forward a tensor whose producer (pid ", r->ref.table->owner_pid(),
+                ") has exited");
+    SlotRef slot;
+    TORCH_CHECK(r->ref.table->take(&slot), "the producer's reference table is full; call ipc_collect() there");
+    ref = Ref{r->ref.table, slot};
+  } else {
+    ExportedBlock block = export_block(dev.index(), impl->mutable_data());
+    d.device = dev.index();
+    d.mem_key = block.key;
+    d.block_size = block.size;
+    d.storage_offset = static_cast<uint64_t>(static_cast<char*>(impl->mutable_data()) - static_cast<char*>(block.base));
+    std::lock_guard<std::mutex> lock(s.mu);
+    ref = take_slot_locked(s);
+    SentBlock* sent = nullptr;
+    if (current.get_deleter() == &sent_block_deleter) {
+      sent = static_cast<SentBlock*>(current.get_context());
+    } else {
+      // First share of this storage: park its allocation behind our deleter.
+      auto owned = std::make_unique<SentBlock>();
+      void* data = impl->mutable_data();
+      owned->original = impl->set_data_ptr(c10::DataPtr());
+      sent = owned.get();
+      impl->set_data_ptr_noswap(c10::DataPtr(data, owned.release(), &sent_block_deleter, dev));
+    }
+    sent->refs.push_back(ref);
+  }
+  d.ref_table = ref.table->name();
+  d.slot_index = ref.slot.index;
+  d.slot_generation = ref.slot.generation;
+
+  // Order the receiver after every write the producer launched so far.
+  c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(dev.index());
+  std::shared_ptr<IpcEvent> event;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (prune_inflight_locked(s) < inflight_budget()) {
+      s.in_fallback = false;
+    } else {
+      s.in_fallback = true;
+      ++s.fallback_syncs;
+    }
+    if (!s.in_fallback) {
+      event = EventManager::get().acquire(dev.index());
+    }
+    s.inflight.push_back(Inflight{ref, event, Clock::now()});
+  }
+  if (event != nullptr) {
+    event->record(stream);
+    d.event_handle = event->handle();
+  } else {
+    stream.synchronize();  // over budget: the receiver needs no wait
+  }
+  return d;
+}
+
+at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
+  const auto target = static_cast<c10::DeviceIndex>(device < 0 ? d.device : device);
+  TORCH_CHECK_VALUE(d.storage_offset <= d.block_size && d.storage_nbytes <= d.block_size - d.storage_offset,
+                    "descriptor's storage range lies outside its shared block");
+  TORCH_CHECK_VALUE(d.event_handle.empty() || d.event_handle.size() == kIpcEventHandleSize,
+                    "descriptor's event handle has the wrong size");
+  auto table = RefTable::open(d.ref_table);
+  auto import = Import::get(d.mem_key, target, static_cast<c10::DeviceIndex>(d.device));
+  SlotRef slot{d.slot_index, d.slot_generation};
+  TORCH_CHECK_VALUE(slot.index < RefTable::kSlots, "descriptor's reference slot is out of range");
+  TORCH_CHECK(table->claim(slot),
+              "this shared tensor can no longer be received: it was received already (a descriptor is valid for "
+              "one receiver), or the producer reclaimed it because nobody received it within "
+              "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S seconds");
+  auto received = std::make_unique<Received>();
+  received->ref = Ref{table, slot};
+  received->import = import;
+  received->origin = d;
+  try {
+    if (!d.event_handle.empty()) {
+      // Always wait on THIS send's event, even when the block was cached.
+      open_event(d.event_handle, target)->wait(c10_npu::getCurrentNPUStream(target));
+    }
+  } catch (...) {
+    table->release(slot);
+    throw;
+  }
+  void* data = static_cast<char*>(import->ptr()) + d.storage_offset;
+  c10::DataPtr ptr(data, received.release(), &received_deleter, npu(target));
+  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), d.storage_nbytes,
+                                                    std::move(ptr), /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor t = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(npu(target)));
+  t.set_(c10::Storage(std::move(impl)), 0, {static_cast<int64_t>(d.storage_nbytes)}, {1});
+  return t;
+}
+
+int64_t ipc_collect() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return collect_locked(s);
+}
+
+SharingStats sharing_stats() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  SharingStats st;
+  st.inflight_events = prune_inflight_locked(s);
+  st.limbo_blocks = static_cast<int64_t>(s.limbo.size());
+  for (const auto& t : s.tables) st.live_slots += t->live_count();
+  st.fallback_syncs = s.fallback_syncs;
+  st.in_fallback = s.in_fallback;
+  return st;
+}
+
+}  // namespace torch_npu_ipc

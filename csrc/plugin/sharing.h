@@ -1,0 +1,61 @@
+// Event-synchronized sharing of NPU storages between processes.
+//
+// Producer (share): export the allocator segment's IPC key, take a shared
+// reference slot, record a pooled IPC event on the current stream (no host
+// synchronization), and describe all of it in a Descriptor. The storage's
+// DataPtr is swapped for one that, when the producer drops the storage,
+// parks the block in a limbo list while any slot is live.
+// Consumer (rebuild): import the block (cached), claim the slot, make the
+// current stream wait on the event (always, even on a cache hit), and wrap
+// the memory in a storage whose deleter releases the slot once the
+// consumer's stream finished with it.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <c10/core/Storage.h>
+
+#include <cstdint>
+#include <string>
+
+namespace torch_npu_ipc {
+
+struct Descriptor {
+  int32_t producer_pid = 0;
+  int64_t device = 0;             // device of the exported memory
+  std::string mem_key;            // ACL IPC memory key
+  uint64_t block_size = 0;        // bytes exported under the key
+  uint64_t storage_offset = 0;    // bytes from the exported base to the storage
+  uint64_t storage_nbytes = 0;
+  std::string ref_table;          // shared reference table (shm name)
+  uint32_t slot_index = 0;
+  uint32_t slot_generation = 0;
+  std::string event_handle;       // 64 bytes; empty when the producer synchronized instead
+};
+
+// Producer side. Never blocks the host while fewer than the in-flight
+// budget of events await their receivers; past it, synchronizes the
+// current stream instead (warning once) until receivers catch up.
+Descriptor share_storage(const c10::Storage& storage);
+
+// Consumer side: a 1-D uint8 tensor on `device` viewing the whole shared
+// storage. `device` < 0 means the producer's device index.
+at::Tensor rebuild_storage(const Descriptor& d, int64_t device);
+
+// Releases what receivers let go: limbo blocks, slots of dead receivers,
+// unclaimed slots past their timeout, events of claimed sends. Returns the
+// number of blocks returned to the allocator.
+int64_t ipc_collect();
+
+struct SharingStats {
+  int64_t inflight_events = 0;
+  int64_t limbo_blocks = 0;
+  int64_t live_slots = 0;
+  int64_t fallback_syncs = 0;
+  bool in_fallback = false;
+};
+SharingStats sharing_stats();
+
+// The in-flight event budget (TORCH_NPU_IPC_MAX_INFLIGHT, default 1000).
+int64_t inflight_budget();
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,257 @@
+"""Event-synchronized NPU tensor sharing between processes.
+
+A shared tensor travels as a *descriptor*: versioned, checksummed bytes that
+name the producer's IPC memory block, a shared reference slot that keeps the
+block alive, and an IPC event the receiver's current stream waits on. The
+same bytes back the pickle path (torch.multiprocessing queues, pipes,
+Process arguments) and :func:`export_tensor` / :func:`import_tensor` for any
+other transport (sockets, ZMQ, Ray).
+"""
+
+from __future__ import annotations
+
+import atexit
+import struct
+import sys
+import warnings
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from torch_npu_ipc import _C
+from torch_npu_ipc._device import npu_index
+
+MAGIC = b"TNPUIPC\x00"
+VERSION = 1
+
+# Wire codes of the dtypes a descriptor can carry (append only).
+_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int16,
+    torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128,
+)  # fmt: skip
+_DTYPE_CODE = {dt: i for i, dt in enumerate(_DTYPES)}
+
+# producer_pid, device, block_size, storage_offset, storage_nbytes, slot_index, slot_generation,
+# dtype, requires_grad, ndim, tensor storage offset
+_FIXED = struct.Struct("<iqQQQIIBBBq")
+_MAX_DIMS = 64
+
+_fallback_warned = False
+
+
+def _pack_str(b: bytes) -> bytes:
+    if len(b) > 255:
+        raise ValueError("descriptor field too long")
+    return bytes([len(b)]) + b
+
+
+def _encode(fields: tuple[Any, ...], t: torch.Tensor) -> bytes:
+    pid, device, key, block_size, st_off, st_nbytes, table, slot, gen, event = fields
+    if t.dtype not in _DTYPE_CODE:
+        raise TypeError(f"cannot share a tensor of dtype {t.dtype}")
+    body = _FIXED.pack(
+        pid, device, block_size, st_off, st_nbytes, slot, gen, _DTYPE_CODE[t.dtype],
+        int(t.requires_grad), t.dim(), t.storage_offset(),
+    )  # fmt: skip
+    body += struct.pack(f"<{t.dim()}q{t.dim()}q", *t.size(), *t.stride())
+    body += _pack_str(key) + _pack_str(table.encode()) + _pack_str(event)
+    head = MAGIC + struct.pack("<HI", VERSION, len(body))
+    return head + body + struct.pack("<I", zlib.crc32(head + body))
+
+
+def _decode(data: bytes) -> tuple[tuple[Any, ...], torch.dtype, list[int], list[int], int, bool]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"a tensor descriptor is bytes, got {type(data).__name__}")
+    data = bytes(data)
+    head_len = len(MAGIC) + 6
+    if len(data) < head_len + _FIXED.size + 4 or data[: len(MAGIC)] != MAGIC:
+        raise ValueError("not a torch_npu_ipc tensor descriptor (bad magic or too short)")
+    version, body_len = struct.unpack_from("<HI", data, len(MAGIC))
+    if version != VERSION:
+        raise ValueError(f"tensor descriptor version {version} is not supported (this torch_npu_ipc reads {VERSION})")
+    if len(data) != head_len + body_len + 4:
+        raise ValueError("truncated or padded tensor descriptor")
+    (crc,) = struct.unpack_from("<I", data, head_len + body_len)
+    if zlib.crc32(data[: head_len + body_len]) != crc:
+        raise ValueError("corrupted tensor descriptor (checksum mismatch)")
+    body = data[head_len : head_len + body_len]
+    try:
+        pid, device, block_size, st_off, st_nbytes, slot, gen, code, req, ndim, t_off = _FIXED.unpack_from(body, 0)
+        if ndim > _MAX_DIMS or code >= len(_DTYPES):
+            raise ValueError("bad dims or dtype")
+        pos = _FIXED.size
+        dims = struct.unpack_from(f"<{2 * ndim}q", body, pos)
+        pos += 16 * ndim
+        strs = []
+        for _ in range(3):
+            n = body[pos]
+            strs.append(body[pos + 1 : pos + 1 + n])
+            if len(strs[-1]) != n:
+                raise ValueError("short string")
+            pos += 1 + n
+        if pos != len(body):
+            raise ValueError("trailing bytes")
+        table = strs[1].decode("ascii")
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"malformed tensor descriptor: {exc}") from None
+    sizes, strides = list(dims[:ndim]), list(dims[ndim:])
+    if any(s < 0 for s in sizes) or t_off < 0:
+        raise ValueError("malformed tensor descriptor: negative size or offset")
+    fields = (pid, device, strs[0], block_size, st_off, st_nbytes, table, slot, gen, strs[2])
+    return fields, _DTYPES[code], sizes, strides, t_off, bool(req)
+
+
+def _check_bounds(sizes: list[int], strides: list[int], offset: int, itemsize: int, nbytes: int) -> None:
+    if any(s == 0 for s in sizes):
+        return
+    if any(st < 0 for st in strides):
+        raise ValueError("malformed tensor descriptor: negative stride")
+    last = offset + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True))
+    if (last + 1) * itemsize > nbytes:
+        raise ValueError("malformed tensor descriptor: the view exceeds the shared storage")
+
+
+def export_tensor(tensor: torch.Tensor) -> bytes:
+    r"""Describe an NPU tensor for another process, as bytes for any transport.
+
+    The receiver's current stream will wait for everything this process has
+    launched on its current stream so far; this call does not block the host.
+    Each descriptor is valid for ONE :func:`import_tensor`.
+
+    Raises:
+        ValueError: for a non-NPU tensor.
+        TypeError: for an unsupported dtype.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"export_tensor expects a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.device.type != "npu":
+        raise ValueError(f"export_tensor expects an NPU tensor, got a tensor on {tensor.device}")
+    if tensor.untyped_storage().nbytes() == 0:
+        fields = (0, tensor.device.index, b"", 0, 0, 0, "", 0, 0, b"")
+        return _encode(fields, tensor)
+    fields = _C._share_storage(tensor)
+    _note_fallback(fields[-1])
+    return _encode(fields, tensor)
+
+
+def import_tensor(data: bytes, device: int | str | torch.device | None = None) -> torch.Tensor:
+    r"""Rebuild a tensor from :func:`export_tensor`'s bytes.
+
+    Args:
+        data (bytes): the descriptor.
+        device: NPU to map it on (default: the producer's device index). Another
+            device maps the memory with peer access.
+
+    The current stream of the target device waits on the producer's event; the
+    host does not block.
+
+    Raises:
+        TypeError: if ``data`` is not bytes.
+        ValueError: for a forged, truncated or corrupted descriptor.
+        RuntimeError: if the producer is gone, or the descriptor was already used.
+    """
+    fields, dtype, sizes, strides, offset, requires_grad = _decode(data)
+    target = fields[1] if device is None else npu_index(device, what="import_tensor device")
+    if fields[5] == 0:
+        out = torch.empty(sizes, dtype=dtype, device=f"npu:{target}")
+    else:
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        _check_bounds(sizes, strides, offset, itemsize, fields[5])
+        raw = _C._rebuild_storage(fields, target)
+        out = torch.empty(0, dtype=dtype, device=raw.device)
+        out.set_(raw.untyped_storage(), offset, sizes, strides)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def ipc_collect() -> int:
+    r"""Release shared memory that receivers let go, including that of receivers that died.
+
+    Blocks the producer dropped while receivers still held them wait in a
+    limbo list; this returns them to the allocator once every receiver
+    released them. Returns the number of blocks released.
+    """
+    return int(_C._ipc_collect())
+
+
+def sharing_stats() -> dict[str, Any]:
+    """Counters of this process's sharing: in-flight events, limbo blocks, live slots, fallback syncs."""
+    return dict(_C._sharing_stats())
+
+
+def _note_fallback(event_handle: bytes) -> None:
+    global _fallback_warned
+    if event_handle:
+        _fallback_warned = False
+        return
+    if not _fallback_warned:
+        _fallback_warned = True
+        warnings.warn(
+            f"torch_npu_ipc: {_C._inflight_budget()} shared tensors are waiting for their receivers; "
+            "synchronizing the producer's stream instead of recording events until receivers catch up "
+            "(raise TORCH_NPU_IPC_MAX_INFLIGHT or receive faster)",
+            stacklevel=3,
+        )
+
+
+# --------------------------------------------------------------- pickling
+def rebuild_npu_tensor(data: bytes) -> torch.Tensor:
+    """Unpickle an NPU tensor sent by :func:`reduce_tensor`."""
+    return import_tensor(data)
+
+
+def rebuild_npu_storage(data: bytes) -> torch.UntypedStorage:
+    """Unpickle an NPU storage sent by :func:`reduce_storage`."""
+    return import_tensor(data).untyped_storage()
+
+
+def reduce_npu_tensor(tensor: torch.Tensor) -> tuple[Callable[..., Any], tuple[bytes]]:
+    """Pickle an NPU tensor as an event-synchronized descriptor."""
+    if tensor.requires_grad and not tensor.is_leaf:
+        raise RuntimeError(
+            "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does not "
+            "support crossing process boundaries. Call detach() on the tensor before sending it."
+        )
+    torch.utils.hooks.warn_if_has_hooks(tensor)
+    return rebuild_npu_tensor, (export_tensor(tensor),)
+
+
+def reduce_npu_storage(storage: torch.UntypedStorage) -> tuple[Callable[..., Any], tuple[bytes]]:
+    """Pickle an NPU storage as an event-synchronized descriptor."""
+    t = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage, 0, (storage.nbytes(),), (1,))
+    return rebuild_npu_storage, (export_tensor(t),)
+
+
+def safe_globals() -> list[Callable[..., Any]]:
+    """The rebuild functions a restricted unpickler must allow to receive NPU tensors and events.
+
+    Example::
+
+        >>> class Safe(pickle.Unpickler):
+        ...     def find_class(self, module, name):
+        ...         for fn in torch_npu_ipc.safe_globals():
+        ...             if (fn.__module__, fn.__name__) == (module, name):
+        ...                 return fn
+        ...         raise pickle.UnpicklingError(f"{module}.{name} is not allowed")
+    """
+    from torch_npu_ipc.reductions import rebuild_event
+
+    return [rebuild_npu_tensor, rebuild_npu_storage, rebuild_event]
+
+
+@atexit.register
+def _warn_if_shared_tensors_alive() -> None:
+    try:
+        live = _C._sharing_stats()["live_slots"]
+    except Exception:  # the runtime may already be finalized
+        return
+    if live:
+        print(
+            f"torch_npu_ipc: warning: this process is exiting while {live} tensor(s) it shared are still held by "
+            "other processes. Their memory belongs to this process: on NPU hardware it is released with it, so "
+            "receivers must not use those tensors any more (see docs/sharing.md).",
+            file=sys.stderr,
+        )
