@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 .PHONY: demo test install bench doctor lint sdist clean
 
 demo: install
-	$(PY) -m torch_npu_ipc.demo
+	ACLSIM_DEVICES=$${ACLSIM_DEVICES:-4} $(PY) -m torch_npu_ipc.demo
 
 test: install
 	$(PY) -m pytest test $(PYTEST_ARGS)

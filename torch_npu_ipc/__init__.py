@@ -19,9 +19,22 @@ import torch_npu  # noqa: E402,F401
 
 from torch_npu_ipc import reductions  # noqa: E402
 from torch_npu_ipc.events import Event  # noqa: E402
+from torch_npu_ipc.sharing import export_tensor, import_tensor, ipc_collect, safe_globals, sharing_stats  # noqa: E402
+from torch_npu_ipc.streams import ExternalStream  # noqa: E402
 
 __version__ = "0.1.0"
 
 reductions.register()
+reductions.register_tensors()
 
-__all__ = ["RUNTIME", "Event", "__version__"]
+__all__ = [
+    "RUNTIME",
+    "Event",
+    "ExternalStream",
+    "__version__",
+    "export_tensor",
+    "import_tensor",
+    "ipc_collect",
+    "safe_globals",
+    "sharing_stats",
+]

@@ -13,6 +13,7 @@ import torch
 import torch_npu
 
 from torch_npu_ipc import _C
+from torch_npu_ipc import streams as _streams
 from torch_npu_ipc._device import npu_index, stream_triple
 
 IPC_HANDLE_SIZE = 64
@@ -100,10 +101,15 @@ class Event(torch_npu.npu.Event):
     # ----------------------------------------------------------- operations
     def record(self, stream: torch.npu.Stream | None = None) -> None:
         r"""Record the event on ``stream`` (default: the current stream)."""
-        if not self._interprocess:
-            return super().record(stream)
         if stream is None:
             stream = torch.npu.current_stream()
+        ext = _streams.external_of(stream)  # an ExternalStream: torch_npu refuses to record on it
+        if not self._interprocess:
+            if ext is not None:
+                return _streams.record_event_on(self, ext)
+            return super().record(stream)
+        if ext is not None:
+            _streams.before_record(ext)
         if self._ipc is None:
             self._ipc = _C._IpcEvent.create(stream.device_index)
         self._ipc.record(stream_triple(stream))
@@ -115,13 +121,18 @@ class Event(torch_npu.npu.Event):
         The host does not block unless the event was created with ``blocking=True``.
         A wait on a never-recorded event does nothing.
         """
-        if not self._interprocess:
-            return super().wait(stream)
         if stream is None:
             stream = torch.npu.current_stream()
+        ext = _streams.external_of(stream)  # an ExternalStream: torch_npu refuses to wait on it
+        if not self._interprocess:
+            if ext is not None:
+                return _streams.wait_event_on(self, ext)
+            return super().wait(stream)
         if self._ipc is None:
             return None  # never recorded anywhere: nothing to wait for
         self._ipc.wait(stream_triple(stream))
+        if ext is not None:
+            _streams.after_wait(ext)
         if self._blocking:
             self._ipc.synchronize()
         return None

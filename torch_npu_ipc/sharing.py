@@ -159,7 +159,8 @@ def import_tensor(data: bytes, device: int | str | torch.device | None = None) -
     else:
         itemsize = torch.empty((), dtype=dtype).element_size()
         _check_bounds(sizes, strides, offset, itemsize, fields[5])
-        raw = _C._rebuild_storage(fields, target)
+        with torch.npu.device(target):  # initializes the device's streams in this process if needed
+            raw = _C._rebuild_storage(fields, target)
         out = torch.empty(0, dtype=dtype, device=raw.device)
         out.set_(raw.untyped_storage(), offset, sizes, strides)
     if requires_grad:
@@ -245,6 +246,7 @@ def safe_globals() -> list[Callable[..., Any]]:
 @atexit.register
 def _warn_if_shared_tensors_alive() -> None:
     try:
+        _C._ipc_collect()  # forget receivers that exited before their release reached us
         live = _C._sharing_stats()["live_slots"]
     except Exception:  # the runtime may already be finalized
         return

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -39,7 +40,12 @@ ExportCache& exports() {
 struct ImportCache {
   std::mutex mu;
   std::map<std::pair<std::string, int>, std::weak_ptr<Import>> map;
+  // The most recent imports stay mapped after their last storage died:
+  // producers send from a few allocator segments over and over, and an
+  // import costs a round trip to the exporter plus a mapping.
+  std::deque<std::shared_ptr<Import>> recent;
 };
+constexpr size_t kRecentImports = 64;
 
 ImportCache& imports() {
   static ImportCache c;
@@ -97,6 +103,8 @@ std::shared_ptr<Import> Import::get(const std::string& key, c10::DeviceIndex dev
   check(import(&p, key.c_str(), flags), "aclrtIpcMemImportByKey");
   auto imp = std::make_shared<Import>(Token{}, key, p, device);
   c.map[id] = imp;
+  c.recent.push_back(imp);
+  if (c.recent.size() > kRecentImports) c.recent.pop_front();
   return imp;
 }
 

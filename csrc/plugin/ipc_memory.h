@@ -6,7 +6,8 @@
 // so in empty_cache or on OOM), all cached keys of that device are closed
 // and re-exported on next use, so a key never names freed memory.
 // Consumer: one import per (key, device), shared by every storage rebuilt
-// from it and closed when the last of them is gone.
+// from it; the 64 most recent stay mapped after their last storage died,
+// older ones are closed when their last storage is gone.
 #pragma once
 
 #include <acl/acl.h>

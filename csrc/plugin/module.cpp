@@ -9,4 +9,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_acl_library_path", &torch_npu_ipc::acl_library_path,
         "Path of the libascendcl.so whose functions the plugin calls.");
   torch_npu_ipc::bind_events(m);
+  torch_npu_ipc::bind_streams(m);
+  torch_npu_ipc::bind_sharing(m);
 }

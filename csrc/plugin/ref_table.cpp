@@ -16,6 +16,8 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace torch_npu_ipc {
 namespace {
@@ -30,7 +32,8 @@ struct Header {
   uint32_t next_hint;
 };
 
-constexpr size_t kBytes = sizeof(Header) + sizeof(std::atomic<uint64_t>) * RefTable::kSlots;
+// Header, then one state word per slot, then one block tag per slot.
+constexpr size_t kBytes = sizeof(Header) + 2 * sizeof(std::atomic<uint64_t>) * RefTable::kSlots;
 
 uint64_t pack(uint32_t gen, SlotState st, int32_t pid) {
   return (uint64_t{gen} << 32) | (uint64_t(static_cast<uint32_t>(st)) << 30) | (uint32_t(pid) & 0x3FFFFFFFu);
@@ -80,6 +83,33 @@ std::map<std::string, std::weak_ptr<RefTable>>& cache() {
   return m;
 }
 
+// Names of the tables this process created. The tables themselves are never
+// destroyed (the sharing state outlives interpreter shutdown), so their names
+// are unlinked here at exit: receivers keep their mappings, and a receiver
+// that opens one later gets the clear "producer exited" error. A forked
+// child inherits this object but unlinks nothing of its parent's.
+class OwnedNames {
+ public:
+  void add(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    names_.push_back(name);
+  }
+  ~OwnedNames() {
+    if (getpid() != pid_) return;
+    for (const auto& n : names_) shm_unlink(n.c_str());
+  }
+
+ private:
+  std::mutex mu_;
+  pid_t pid_ = getpid();
+  std::vector<std::string> names_;
+};
+
+OwnedNames& owned_names() {
+  static OwnedNames names;
+  return names;
+}
+
 }  // namespace
 
 void remove_stale_tables() {
@@ -120,6 +150,7 @@ std::shared_ptr<RefTable> RefTable::create() {
   h->slots = kSlots;
   h->owner_pid = pid;
   h->magic = kMagic;
+  owned_names().add(name);
   auto t = std::make_shared<RefTable>(Key{}, name, p, true);
   std::lock_guard<std::mutex> lock(cache_mu());
   cache()[name] = t;
@@ -165,11 +196,13 @@ std::atomic<uint64_t>* RefTable::word(uint32_t index) const {
   return &slots[index];
 }
 
+std::atomic<uint64_t>* RefTable::tag_word(uint32_t index) const { return word(kSlots + index); }
+
 int32_t RefTable::owner_pid() const { return static_cast<Header*>(base_)->owner_pid; }
 
 bool RefTable::owner_alive() const { return alive(owner_pid()); }
 
-bool RefTable::take(SlotRef* out) {
+bool RefTable::take(SlotRef* out, uint64_t tag) {
   auto* h = static_cast<Header*>(base_);
   const int32_t me = static_cast<int32_t>(getpid());
   uint32_t start = __atomic_load_n(&h->next_hint, __ATOMIC_RELAXED);
@@ -180,6 +213,10 @@ bool RefTable::take(SlotRef* out) {
     if (state_of(cur) != SlotState::Free) continue;
     uint32_t gen = gen_of(cur) + 1;
     if (w->compare_exchange_strong(cur, pack(gen, SlotState::Sent, me))) {
+      // Published after the slot turned Sent: a reader may see the previous
+      // tag for a moment, which only keeps a block in limbo a little longer
+      // (a forwarder's own slot, tagged alike, is live throughout).
+      tag_word(i)->store(tag);
       __atomic_store_n(&h->next_hint, (i + 1) % kSlots, __ATOMIC_RELAXED);
       *out = SlotRef{i, gen};
       return true;
@@ -215,6 +252,19 @@ bool RefTable::live(const SlotRef& ref) const {
 SlotState RefTable::state(const SlotRef& ref) const {
   uint64_t cur = word(ref.index)->load();
   return gen_of(cur) == ref.generation ? state_of(cur) : SlotState::Free;
+}
+
+uint64_t RefTable::tag(const SlotRef& ref) const {
+  if (ref.index >= kSlots) return 0;
+  uint64_t t = tag_word(ref.index)->load();
+  return gen_of(word(ref.index)->load()) == ref.generation ? t : 0;
+}
+
+bool RefTable::tag_live(uint64_t tag) const {
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    if (state_of(word(i)->load()) != SlotState::Free && tag_word(i)->load() == tag) return true;
+  }
+  return false;
 }
 
 uint32_t RefTable::live_count() const {

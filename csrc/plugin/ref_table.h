@@ -50,9 +50,15 @@ class RefTable {
   int32_t owner_pid() const;
   bool owner_alive() const;
 
-  // Producer or forwarder: takes a free slot in state Sent. Returns false
-  // when the table is full.
-  bool take(SlotRef* out);
+  // Producer or forwarder: takes a free slot in state Sent, tagged with the
+  // producer's block id `tag` (a forwarder copies the tag of the slot it
+  // received, so the producer knows the block is still referenced). Returns
+  // false when the table is full.
+  bool take(SlotRef* out, uint64_t tag);
+  // The block tag of a slot (0 if it was reused since).
+  uint64_t tag(const SlotRef& ref) const;
+  // True while any slot tagged `tag` is Sent or Claimed.
+  bool tag_live(uint64_t tag) const;
   // Receiver: Sent -> Claimed by this pid. False when the slot was
   // reclaimed or claimed by someone else.
   bool claim(const SlotRef& ref);
@@ -72,6 +78,7 @@ class RefTable {
 
  private:
   std::atomic<uint64_t>* word(uint32_t index) const;
+  std::atomic<uint64_t>* tag_word(uint32_t index) const;
 
   std::string name_;
   void* base_;

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -52,13 +53,8 @@ struct Ref {
 // Context of a producer storage that was shared at least once.
 struct SentBlock {
   c10::DataPtr original;
+  uint64_t tag = 0;  // block id carried by every slot that references it, forwarders' included
   std::vector<Ref> refs;
-  bool live() const {
-    for (const auto& r : refs) {
-      if (r.live()) return true;
-    }
-    return false;
-  }
 };
 
 // Context of a storage rebuilt in a receiver.
@@ -79,6 +75,7 @@ struct State {
   std::vector<std::shared_ptr<RefTable>> tables;
   std::deque<Inflight> inflight;
   std::vector<std::unique_ptr<SentBlock>> limbo;
+  uint64_t next_tag = 1;
   int64_t fallback_syncs = 0;
   bool in_fallback = false;
   std::mutex events_mu;
@@ -93,6 +90,21 @@ State& state() {
 
 void sent_block_deleter(void* ctx);
 void received_deleter(void* ctx);
+
+// True while a receiver still references the block: one of our own sends,
+// or a slot a forwarder took for it (those carry the block's tag).
+bool block_live_locked(const State& s, SentBlock& b) {
+  std::vector<Ref> live_refs;
+  for (auto& r : b.refs) {
+    if (r.live()) live_refs.push_back(std::move(r));
+  }
+  b.refs.swap(live_refs);  // keep the list short on blocks shared many times
+  if (!b.refs.empty()) return true;
+  for (const auto& t : s.tables) {
+    if (t->tag_live(b.tag)) return true;
+  }
+  return false;
+}
 
 // Releases receivers' slots once their streams finished with the memory,
 // off the thread that dropped the storage (which may be torch_npu's queue
@@ -118,21 +130,30 @@ class Releaser {
     for (;;) {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return !queue_.empty(); });
-      auto [item, stream] = std::move(queue_.front());
-      queue_.pop_front();
+      // Take everything queued: one fence per stream covers every drop made
+      // before it on that stream (a fence per item would fall behind a busy
+      // receiver, keeping producers' blocks in limbo).
+      std::deque<std::pair<std::unique_ptr<Received>, c10_npu::NPUStream>> batch;
+      batch.swap(queue_);
       lock.unlock();
-      try {
-        AclDeviceGuard guard(stream.device_index());
-        aclrtStream raw = drained(stream);
-        aclrtEvent fence = nullptr;
-        if (raw != nullptr && acl().CreateEventExWithFlag(&fence, ACL_EVENT_SYNC) == ACL_SUCCESS) {
-          if (acl().RecordEvent(fence, raw) == ACL_SUCCESS) acl().SynchronizeEvent(fence);
-          acl().DestroyEvent(fence);
-        }
-      } catch (...) {
-        // The runtime is going away; releasing the slot is still right.
+      std::vector<c10_npu::NPUStream> streams;
+      for (const auto& item : batch) {
+        if (std::find(streams.begin(), streams.end(), item.second) == streams.end()) streams.push_back(item.second);
       }
-      item->ref.table->release(item->ref.slot);
+      for (const auto& stream : streams) {
+        try {
+          AclDeviceGuard guard(stream.device_index());
+          aclrtStream raw = drained(stream);
+          aclrtEvent fence = nullptr;
+          if (raw != nullptr && acl().CreateEventExWithFlag(&fence, ACL_EVENT_SYNC) == ACL_SUCCESS) {
+            if (acl().RecordEvent(fence, raw) == ACL_SUCCESS) acl().SynchronizeEvent(fence);
+            acl().DestroyEvent(fence);
+          }
+        } catch (...) {
+          // The runtime is going away; releasing the slots is still right.
+        }
+      }
+      for (auto& item : batch) item.first->ref.table->release(item.first->ref.slot);
     }
   }
   std::mutex mu_;
@@ -143,11 +164,9 @@ class Releaser {
 
 void sent_block_deleter(void* ctx) {
   std::unique_ptr<SentBlock> block(static_cast<SentBlock*>(ctx));
-  if (block->live()) {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.limbo.push_back(std::move(block));
-  }
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (block_live_locked(s, *block)) s.limbo.push_back(std::move(block));
   // Otherwise the original DataPtr returns the block to the allocator here.
 }
 
@@ -157,13 +176,13 @@ void received_deleter(void* ctx) {
   Releaser::get().push(std::move(r), c10_npu::getCurrentNPUStream(device));
 }
 
-Ref take_slot_locked(State& s) {
+Ref take_slot_locked(State& s, uint64_t tag) {
   SlotRef slot;
   for (auto& t : s.tables) {
-    if (t->take(&slot)) return Ref{t, slot};
+    if (t->take(&slot, tag)) return Ref{t, slot};
   }
   s.tables.push_back(RefTable::create());
-  TORCH_CHECK(s.tables.back()->take(&slot), "torch_npu_ipc: a fresh reference table has no free slot");
+  TORCH_CHECK(s.tables.back()->take(&slot, tag), "torch_npu_ipc: a fresh reference table has no free slot");
   return Ref{s.tables.back(), slot};
 }
 
@@ -193,7 +212,7 @@ int64_t collect_locked(State& s) {
   std::vector<std::unique_ptr<SentBlock>> keep;
   std::vector<std::unique_ptr<SentBlock>> release;
   for (auto& b : s.limbo) {
-    if (b->live()) {
+    if (block_live_locked(s, *b)) {
       keep.push_back(std::move(b));
     } else {
       release.push_back(std::move(b));
@@ -243,7 +262,10 @@ Descriptor share_storage(const c10::Storage& storage) {
     TORCH_CHECK(r->ref.table->owner_alive(), "cannot forward a tensor whose producer (pid ", r->ref.table->owner_pid(),
                 ") has exited");
     SlotRef slot;
-    TORCH_CHECK(r->ref.table->take(&slot), "the producer's reference table is full; call ipc_collect() there");
+    const uint64_t tag = r->ref.table->tag(r->ref.slot);
+    TORCH_CHECK(tag != 0, "cannot forward this tensor: its reference slot was reclaimed by the producer");
+    TORCH_CHECK(r->ref.table->take(&slot, tag),
+                "the producer's reference table is full; call ipc_collect() there");
     ref = Ref{r->ref.table, slot};
   } else {
     ExportedBlock block = export_block(dev.index(), impl->mutable_data());
@@ -252,19 +274,23 @@ Descriptor share_storage(const c10::Storage& storage) {
     d.block_size = block.size;
     d.storage_offset = static_cast<uint64_t>(static_cast<char*>(impl->mutable_data()) - static_cast<char*>(block.base));
     std::lock_guard<std::mutex> lock(s.mu);
-    ref = take_slot_locked(s);
     SentBlock* sent = nullptr;
     if (current.get_deleter() == &sent_block_deleter) {
       sent = static_cast<SentBlock*>(current.get_context());
     } else {
       // First share of this storage: park its allocation behind our deleter.
       auto owned = std::make_unique<SentBlock>();
+      owned->tag = s.next_tag++;
       void* data = impl->mutable_data();
       owned->original = impl->set_data_ptr(c10::DataPtr());
       sent = owned.get();
       impl->set_data_ptr_noswap(c10::DataPtr(data, owned.release(), &sent_block_deleter, dev));
     }
-    sent->refs.push_back(ref);
+    ref = take_slot_locked(s, sent->tag);
+    // Drop released references: a storage sent over and over keeps a short list.
+    auto& refs = sent->refs;
+    refs.erase(std::remove_if(refs.begin(), refs.end(), [](const Ref& r) { return !r.live(); }), refs.end());
+    refs.push_back(ref);
   }
   d.ref_table = ref.table->name();
   d.slot_index = ref.slot.index;
@@ -302,9 +328,20 @@ at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
   TORCH_CHECK_VALUE(d.event_handle.empty() || d.event_handle.size() == kIpcEventHandleSize,
                     "descriptor's event handle has the wrong size");
   auto table = RefTable::open(d.ref_table);
+  // A receiver that still maps the table (it holds other tensors of that
+  // producer) opens it from its cache even after the producer exited.
+  TORCH_CHECK(table->owner_alive(), "the producer of this shared tensor (pid ", table->owner_pid(),
+              ") has exited: its memory is gone");
   auto import = Import::get(d.mem_key, target, static_cast<c10::DeviceIndex>(d.device));
   SlotRef slot{d.slot_index, d.slot_generation};
   TORCH_CHECK_VALUE(slot.index < RefTable::kSlots, "descriptor's reference slot is out of range");
+  if (!d.event_handle.empty()) {
+    // Always wait on THIS send's event, even when the block was cached. The
+    // wait is issued BEFORE the slot is claimed: the producer returns the
+    // pooled event for reuse once the slot leaves Sent, and a wait issued
+    // after a re-record would bind to that later, unrelated record.
+    open_event(d.event_handle, target)->wait(c10_npu::getCurrentNPUStream(target));
+  }
   TORCH_CHECK(table->claim(slot),
               "this shared tensor can no longer be received: it was received already (a descriptor is valid for "
               "one receiver), or the producer reclaimed it because nobody received it within "
@@ -313,21 +350,15 @@ at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
   received->ref = Ref{table, slot};
   received->import = import;
   received->origin = d;
-  try {
-    if (!d.event_handle.empty()) {
-      // Always wait on THIS send's event, even when the block was cached.
-      open_event(d.event_handle, target)->wait(c10_npu::getCurrentNPUStream(target));
-    }
-  } catch (...) {
-    table->release(slot);
-    throw;
-  }
   void* data = static_cast<char*>(import->ptr()) + d.storage_offset;
   c10::DataPtr ptr(data, received.release(), &received_deleter, npu(target));
-  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), d.storage_nbytes,
-                                                    std::move(ptr), /*allocator=*/nullptr, /*resizable=*/false);
-  at::Tensor t = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(npu(target)));
-  t.set_(c10::Storage(std::move(impl)), 0, {static_cast<int64_t>(d.storage_nbytes)}, {1});
+  // Let torch_npu create the storage (an NPUStorageImpl with its format
+  // description, which its kernels require), then point it at the shared
+  // memory; the placeholder block goes straight back to the allocator.
+  at::Tensor t = at::empty({static_cast<int64_t>(d.storage_nbytes)}, at::TensorOptions().dtype(at::kByte).device(npu(target)));
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  impl->set_data_ptr(std::move(ptr));
+  impl->set_resizable(false);
   return t;
 }
 

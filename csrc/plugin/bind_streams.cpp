@@ -1,0 +1,74 @@
+// Python bindings of external streams (torch_npu_ipc/streams.py).
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "external_stream.h"
+#include "npu_stream.h"
+
+namespace py = pybind11;
+
+namespace torch_npu_ipc {
+namespace {
+
+using Triple = std::tuple<int64_t, int64_t, int64_t>;
+
+template <class T>
+T* as_ptr(uint64_t value) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(value));
+}
+
+uint64_t as_int(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+
+}  // namespace
+
+void bind_streams(py::module_& m) {
+  m.def("_stream_from_external_available", &has_stream_from_external,
+        "True when torch_npu exports c10_npu::getStreamFromExternal.");
+  m.def(
+      "_stream_from_external",
+      [](uint64_t ptr, c10::DeviceIndex device) {
+        StreamRef r = stream_from_external(as_ptr<void>(ptr), device);
+        return Triple{r.stream_id, r.device_index, r.device_type};
+      },
+      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>(),
+      "(stream_id, device_index, device_type) of torch_npu's stream for a foreign aclrtStream.");
+  m.def(
+      "_drain",
+      [](const Triple& s) {
+        aclrtStream raw = drained(to_npu_stream(StreamRef{std::get<0>(s), std::get<1>(s), std::get<2>(s)}));
+        TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", std::get<1>(s));
+        return as_int(raw);
+      },
+      py::arg("stream"), py::call_guard<py::gil_scoped_release>(),
+      "Hand everything torch_npu queued for the stream to the runtime; return the raw stream.");
+  m.def(
+      "_ext_probe", [](uint64_t ptr, c10::DeviceIndex device) { return probe_stream(as_ptr<void>(ptr), device); },
+      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_ext_synchronize",
+      [](uint64_t ptr, c10::DeviceIndex device) { synchronize_stream(as_ptr<void>(ptr), device); },
+      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_ext_query", [](uint64_t ptr, c10::DeviceIndex device) { return query_stream(as_ptr<void>(ptr), device); },
+      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_ext_record_event",
+      [](uint64_t event, uint64_t stream, c10::DeviceIndex device) {
+        record_event(as_ptr<void>(event), as_ptr<void>(stream), device);
+      },
+      py::arg("event_ptr"), py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_ext_wait_event",
+      [](uint64_t stream, uint64_t event, c10::DeviceIndex device) {
+        wait_event(as_ptr<void>(stream), as_ptr<void>(event), device);
+      },
+      py::arg("stream_ptr"), py::arg("event_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_ext_order",
+      [](uint64_t waiter, uint64_t signaller, c10::DeviceIndex device) {
+        order_streams(as_ptr<void>(waiter), as_ptr<void>(signaller), device);
+      },
+      py::arg("waiter"), py::arg("signaller"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace torch_npu_ipc

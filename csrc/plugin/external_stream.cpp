@@ -1,0 +1,157 @@
+#include "external_stream.h"
+
+#include <dlfcn.h>
+
+#include <c10/util/Exception.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "acl_device_guard.h"
+#include "acl_table.h"
+
+namespace torch_npu_ipc {
+namespace {
+
+constexpr const char* kFeature = "ExternalStream";
+
+// c10_npu::getStreamFromExternal(void*, signed char), C10_NPU_API in torch_npu 2.13.
+using StreamFromExternalFn = c10_npu::NPUStream (*)(aclrtStream, c10::DeviceIndex);
+constexpr const char* kStreamFromExternalSymbol = "_ZN7c10_npu21getStreamFromExternalEPva";
+
+StreamFromExternalFn stream_from_external_fn() {
+  static const StreamFromExternalFn fn = [] {
+    // libtorch_npu.so is loaded (the plugin links it); look in it first.
+    void* lib = dlopen("libtorch_npu.so", RTLD_NOW | RTLD_NOLOAD);
+    void* sym = lib != nullptr ? dlsym(lib, kStreamFromExternalSymbol) : nullptr;
+    if (sym == nullptr) sym = dlsym(RTLD_DEFAULT, kStreamFromExternalSymbol);
+    return reinterpret_cast<StreamFromExternalFn>(sym);
+  }();
+  return fn;
+}
+
+// Events that order one raw stream after another. An event goes back to the
+// free list once its record completed: every wait bound to that record was
+// issued before, so a new record cannot move it.
+class OrderEvents {
+ public:
+  static OrderEvents& get() {
+    static OrderEvents pool;  // handles are leaked at exit, as torch_npu does
+    return pool;
+  }
+
+  aclrtEvent acquire(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& pending = pending_[device];
+    auto& free = free_[device];
+    auto query = acl().QueryEventStatus;
+    for (auto it = pending.begin(); it != pending.end();) {
+      aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+      if (query != nullptr && query(*it, &status) == ACL_SUCCESS && status == ACL_EVENT_RECORDED_STATUS_COMPLETE) {
+        free.push_back(*it);
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!free.empty()) {
+      aclrtEvent e = free.back();
+      free.pop_back();
+      return e;
+    }
+    auto create = NPU_IPC_ACL(CreateEventExWithFlag, kFeature);
+    aclrtEvent e = nullptr;
+    check(create(&e, ACL_EVENT_SYNC), "aclrtCreateEventExWithFlag(ACL_EVENT_SYNC)");
+    return e;
+  }
+
+  void release(c10::DeviceIndex device, aclrtEvent event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_[device].push_back(event);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<int, std::vector<aclrtEvent>> free_;
+  std::unordered_map<int, std::vector<aclrtEvent>> pending_;
+};
+
+// Returns a pooled event to the pool when the scope ends, whatever happened.
+class PooledEvent {
+ public:
+  explicit PooledEvent(c10::DeviceIndex device) : device_(device), event_(OrderEvents::get().acquire(device)) {}
+  ~PooledEvent() { OrderEvents::get().release(device_, event_); }
+  PooledEvent(const PooledEvent&) = delete;
+  PooledEvent& operator=(const PooledEvent&) = delete;
+  aclrtEvent get() const { return event_; }
+
+ private:
+  c10::DeviceIndex device_;
+  aclrtEvent event_;
+};
+
+}  // namespace
+
+bool has_stream_from_external() { return stream_from_external_fn() != nullptr; }
+
+StreamRef stream_from_external(aclrtStream stream, c10::DeviceIndex device) {
+  StreamFromExternalFn fn = stream_from_external_fn();
+  TORCH_CHECK(fn != nullptr,
+              "this torch_npu does not export c10_npu::getStreamFromExternal (added in torch_npu 2.13.0, "
+              "2.12.0.post3, 2.11.0.post3, 2.10.0.post7, 2.9.0.post9, 2.7.1.post11)");
+  TORCH_CHECK_VALUE(stream != nullptr, "an external stream cannot be the null stream");
+  c10_npu::NPUStream s = fn(stream, device);
+  return StreamRef{s.id(), s.device_index(), static_cast<int64_t>(s.device_type())};
+}
+
+std::string probe_stream(aclrtStream stream, c10::DeviceIndex device) {
+  auto query = NPU_IPC_ACL(StreamQuery, kFeature);
+  AclDeviceGuard guard(device);
+  aclrtStreamStatus status = ACL_STREAM_STATUS_RESERVED;
+  aclError rc = query(stream, &status);
+  if (rc == ACL_SUCCESS) return {};
+  const char* msg = acl().GetRecentErrMsg != nullptr ? acl().GetRecentErrMsg() : nullptr;
+  std::string out = "aclrtStreamQuery failed with ACL error " + std::to_string(rc);
+  if (msg != nullptr && *msg != '\0') out += std::string(": ") + msg;
+  return out;
+}
+
+void synchronize_stream(aclrtStream stream, c10::DeviceIndex device) {
+  auto sync = NPU_IPC_ACL(SynchronizeStream, kFeature);
+  AclDeviceGuard guard(device);
+  check(sync(stream), "aclrtSynchronizeStream(external stream)");
+}
+
+bool query_stream(aclrtStream stream, c10::DeviceIndex device) {
+  auto query = NPU_IPC_ACL(StreamQuery, kFeature);
+  AclDeviceGuard guard(device);
+  aclrtStreamStatus status = ACL_STREAM_STATUS_RESERVED;
+  check(query(stream, &status), "aclrtStreamQuery(external stream)");
+  return status == ACL_STREAM_STATUS_COMPLETE;
+}
+
+void record_event(aclrtEvent event, aclrtStream stream, c10::DeviceIndex device) {
+  auto record = NPU_IPC_ACL(RecordEvent, kFeature);
+  AclDeviceGuard guard(device);
+  check(record(event, stream), "aclrtRecordEvent(external stream)");
+}
+
+void wait_event(aclrtStream stream, aclrtEvent event, c10::DeviceIndex device) {
+  auto wait = NPU_IPC_ACL(StreamWaitEvent, kFeature);
+  AclDeviceGuard guard(device);
+  check(wait(stream, event), "aclrtStreamWaitEvent(external stream)");
+}
+
+void order_streams(aclrtStream waiter, aclrtStream signaller, c10::DeviceIndex device) {
+  if (waiter == signaller) return;
+  auto record = NPU_IPC_ACL(RecordEvent, kFeature);
+  auto wait = NPU_IPC_ACL(StreamWaitEvent, kFeature);
+  AclDeviceGuard guard(device);
+  PooledEvent event(device);
+  check(record(event.get(), signaller), "aclrtRecordEvent(stream order)");
+  check(wait(waiter, event.get()), "aclrtStreamWaitEvent(stream order)");
+}
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,821 @@
+"""torch_npu_ipc.Event between real spawned processes on aclsim.
+
+Each scenario makes the consumer's stream wait on an event recorded behind
+slow simulated device work (``aclsim.sleep``), checks that the host did not
+block (timing and counters) and that the data written before the record is
+what the consumer reads; then the consumer records back and the producer's
+stream waits on that (two-way handshake).
+
+Data travels in npu tensors shared once, up front, through torch_npu's own
+tensor reductions (called directly, not whatever ``torch_npu_ipc`` registers);
+every later ordering comes from the plugin's events only.
+
+Every multi-process scenario runs twice: as is, and with torch_npu's native
+event IPC entry points monkeypatched to raise in every process
+(``plugin_util.disable_native_event_ipc``), which proves that the plugin does
+not lean on them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+import torch.multiprocessing.reductions as torch_reductions
+from plugin_util import (
+    HOST_FAST,
+    NO_NATIVE_ENV,
+    SLACK,
+    WORK,
+    assert_stream_wait_only,
+    check_native_state,
+    delta,
+    join_all,
+    native_disabled,
+    open_native,
+    recv,
+    requires_aclsim,
+    share_native,
+    start,
+)
+
+import aclsim
+import torch_npu_ipc
+from torch_npu_ipc import _C, Event, reductions
+
+pytestmark = requires_aclsim
+
+N = 4096  # elements of the shared data tensor
+
+# The ways an event reaches the consumer in the two-process test.
+PLUGIN_WAYS = ("queue", "process-arg", "handle", "reduce")
+# Interop with torch_npu's own Event (only while its native IPC is enabled).
+NATIVE_WAYS = ("native-export", "native-import")
+
+
+@pytest.fixture(params=[False, True], ids=["native-ipc-on", "native-ipc-off"])
+def no_native(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Run the scenario as is, then with torch_npu's native event IPC disabled in every worker."""
+    if request.param:
+        monkeypatch.setenv(NO_NATIVE_ENV, "1")
+    else:
+        monkeypatch.delenv(NO_NATIVE_ENV, raising=False)
+    return bool(request.param)
+
+
+def _common_worker_checks() -> None:
+    assert os.environ.get("ACLSIM_ACTIVE"), "worker is not on aclsim"
+    check_native_state()
+    # Importing torch_npu_ipc installed the plugin's reductions.
+    assert torch_reductions.reduce_event is reductions.reduce_event
+
+
+# --------------------------------------------------------------------------------------------
+# One producer (npu:0), one consumer (npu:1): every way of passing an event, two-way handshake.
+# --------------------------------------------------------------------------------------------
+
+
+def p2p_producer(results: Any) -> None:
+    """npu:0: for each way, slow work + fill + record, send; then wait on the consumer's record."""
+    _common_worker_checks()
+    torch.npu.set_device(0)
+    s0 = torch.npu.current_stream()
+    ctx = mp.get_context("spawn")
+    to_cons, to_prod = ctx.Queue(), ctx.Queue()
+
+    t = torch.zeros(N, device="npu:0")
+    arg_event = Event(interprocess=True)  # reaches the consumer as a Process argument, not yet recorded
+    with torch.npu.device(1):
+        unrecorded = Event(interprocess=True)  # never recorded: must bind to npu:1, not the feeder's device
+    assert torch.npu.current_device() == 0
+    cons = ctx.Process(target=p2p_consumer, args=(arg_event, to_cons, to_prod, results), daemon=True)
+    cons.start()
+    to_cons.put(share_native(t))
+    to_cons.put(unrecorded)  # reduced by the queue's feeder thread
+    assert recv(to_prod, [cons]) == "ready"
+
+    ways = PLUGIN_WAYS if native_disabled() else PLUGIN_WAYS + NATIVE_WAYS
+    out: dict[str, Any] = {}
+    keep: list[Any] = []  # the exporter keeps every event alive until the consumer is done
+    for i, way in enumerate(ways):
+        v = float(i + 1)
+        if way == "process-arg":
+            ev = arg_event
+        elif way == "native-export":
+            ev = torch.npu.Event(interprocess=True)
+        else:
+            ev = Event(interprocess=True)
+        keep.append(ev)
+
+        t_start = time.monotonic()
+        aclsim.sleep(s0.npu_stream, WORK)
+        t.fill_(v)  # runs only after WORK
+        ev.record(s0)
+        assert time.monotonic() - t_start < HOST_FAST, f"{way}: record blocked the host"
+
+        payload: Any
+        if way == "queue":
+            payload = ev
+        elif way == "process-arg":
+            payload = None
+        elif way in ("handle", "native-import"):
+            payload = ev.ipc_handle()
+            assert isinstance(payload, bytes) and len(payload) == 64
+        else:  # reduce, native-export (reduce_event of torch_npu's own Event)
+            payload = reductions.reduce_event(ev)
+            fn, args = torch_reductions.reduce_event(ev)
+            assert fn is reductions.rebuild_event and payload == (fn, args), (payload, fn, args)
+            assert args[0] == 0 and len(args[1]) == 64
+        to_cons.put((way, payload, v, t_start))
+
+        kind, t_back = recv(to_prod, [cons])
+        assert kind == "back"
+        before = aclsim.counters()
+        t_wait = time.monotonic()
+        ev.wait(s0)
+        wait_cost = time.monotonic() - t_wait
+        _ = s0.npu_stream  # hands torch_npu's queued tasks (a native wait) to the runtime; no device sync
+        after = aclsim.counters()
+        got = t.cpu()
+        t_read = time.monotonic()
+        assert_stream_wait_only(delta(before, after), f"{way}: producer wait")
+        assert wait_cost < HOST_FAST, f"{way}: producer's wait blocked the host for {wait_cost:.3f}s"
+        assert t_wait < t_back + WORK, f"{way}: wait issued after the consumer's work ran: vacuous"
+        assert torch.equal(got, torch.full((N,), -v)), f"{way}: producer read {got[:4]} before the consumer's write"
+        assert t_read >= t_back + WORK - SLACK, f"{way}: released {t_read - t_back:.3f}s after the consumer's record"
+        out[way] = {"producer_wait_cost": wait_cost, "producer_released_after": t_read - t_back}
+    to_cons.put("done")
+    results.put(("producer", out))
+    join_all([cons])
+
+
+def p2p_consumer(arg_event: Event, to_cons: Any, to_prod: Any, results: Any) -> None:
+    """npu:1: open each event, make its stream wait, read, then record back behind slow work."""
+    _common_worker_checks()
+    assert type(arg_event) is Event and arg_event.interprocess
+    torch.npu.set_device(1)
+    s1 = torch.npu.current_stream()
+    t = open_native(to_cons.get(timeout=60))
+    assert t.device == torch.device("npu", 0)
+    unrecorded = to_cons.get(timeout=60)
+    assert unrecorded.device == torch.device("npu", 1), f"never-recorded event bound to {unrecorded.device}"
+    to_prod.put("ready")
+
+    out: dict[str, Any] = {}
+    while (msg := to_cons.get(timeout=60)) != "done":
+        way, payload, v, t_start = msg
+        if way == "queue":
+            ev = payload
+        elif way == "process-arg":
+            ev = arg_event
+        elif way == "handle":
+            ev = Event.from_ipc_handle("npu:1", payload)  # opened on this process's device
+        elif way == "native-import":
+            ev = torch.npu.Event.from_ipc_handle(1, payload)
+        else:
+            fn, args = payload
+            assert fn is reductions.rebuild_event
+            ev = fn(*args)
+        if way == "native-import":
+            assert type(ev) is torch.npu.Event
+        else:
+            assert type(ev) is Event and ev.interprocess and ev.npu_event != 0, (way, ev)
+
+        before = aclsim.counters()
+        t_wait = time.monotonic()
+        ev.wait(s1)
+        wait_cost = time.monotonic() - t_wait
+        _ = s1.npu_stream  # hands torch_npu's queued tasks (a native wait) to the runtime; no device sync
+        after = aclsim.counters()
+        d = t.to("npu:1")  # a copy ordered after s1, hence after the wait
+        got = d.cpu()
+        t_read = time.monotonic()
+        assert_stream_wait_only(delta(before, after), f"{way}: consumer wait")
+        assert wait_cost < HOST_FAST, f"{way}: consumer's wait blocked the host for {wait_cost:.3f}s"
+        assert t_wait < t_start + WORK, f"{way}: wait issued after the producer's work ran: vacuous"
+        assert torch.equal(got, torch.full((N,), v)), f"{way}: consumer read {got[:4]} before the producer's fill"
+        assert t_read >= t_start + WORK - SLACK, f"{way}: released {t_read - t_start:.3f}s after the work began"
+
+        # Record back on a stream of the event's device, behind slow work and a write into t.
+        dev = ev.device.index
+        with torch.npu.device(dev):
+            sb = torch.npu.current_stream()
+            t_back = time.monotonic()
+            aclsim.sleep(sb.npu_stream, WORK)
+            if dev == 0:
+                t.fill_(-v)
+            else:
+                t.copy_(torch.full((N,), -v, device=f"npu:{dev}"))  # cross-device, ordered with sb
+            ev.record(sb)
+        assert time.monotonic() - t_back < HOST_FAST, f"{way}: record back blocked the host"
+        to_prod.put(("back", t_back))
+        out[way] = {"consumer_wait_cost": wait_cost, "consumer_released_after": t_read - t_start, "device": dev}
+    results.put(("consumer", out))
+
+
+@pytest.mark.usefixtures("no_native")
+def test_two_way_handshake_every_way() -> None:
+    """Event object through a Queue and as Process argument, handle bytes, reduce_event; npu:0 <-> npu:1."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    prod = start(p2p_producer, results, daemon=False)
+    got = dict(recv(results, [prod], timeout=120) for _ in range(2))
+    join_all([prod])
+    ways = PLUGIN_WAYS if os.environ.get(NO_NATIVE_ENV) == "1" else PLUGIN_WAYS + NATIVE_WAYS
+    assert sorted(got["producer"]) == sorted(ways)
+    assert sorted(got["consumer"]) == sorted(ways)
+    # Opened from handle bytes on npu:1: the consumer recorded back on npu:1 (cross-device both ways).
+    assert got["consumer"]["handle"]["device"] == 1
+    assert got["consumer"]["queue"]["device"] == 0
+
+
+# --------------------------------------------------------------------------------------------
+# One producer (npu:0), three consumers (npu:1..3).
+# --------------------------------------------------------------------------------------------
+
+CONSUMERS = 3
+ROUNDS = 2
+
+
+def fan_producer(results: Any) -> None:
+    """npu:0: one event to three consumers, each by a different way; waits on the three back events."""
+    _common_worker_checks()
+    torch.npu.set_device(0)
+    s0 = torch.npu.current_stream()
+    ctx = mp.get_context("spawn")
+    t = torch.zeros(N, device="npu:0")  # producer -> consumers
+    u = torch.zeros(CONSUMERS + 1, device="npu:0")  # consumer k -> producer, in u[k]
+    ev = Event(interprocess=True)
+    back_q = ctx.Queue()
+    qs = {k: ctx.Queue() for k in range(1, CONSUMERS + 1)}
+    cons = [
+        ctx.Process(target=fan_consumer, args=(k, ev if k == 1 else None, qs[k], back_q, results), daemon=True)
+        for k in qs
+    ]
+    for p in cons:
+        p.start()
+    for q in qs.values():
+        q.put((share_native(t), share_native(u)))
+    for _ in qs:
+        assert recv(back_q, cons) == "ready"
+
+    waits = []
+    for r in range(ROUNDS):
+        v = float(r + 1)
+        t_start = time.monotonic()
+        aclsim.sleep(s0.npu_stream, WORK)
+        t.fill_(v)
+        ev.record(s0)  # re-recorded every round; a wait binds to the record current when issued
+        for k, q in qs.items():
+            payload = None if k == 1 else ev if k == 2 else ev.ipc_handle()
+            q.put((payload, v, t_start))
+        backs = [recv(back_q, cons) for _ in qs]
+        before = aclsim.counters()
+        t_wait = time.monotonic()
+        for _k, back, _t in backs:
+            assert type(back) is Event and back.device.index == _k
+            back.wait(s0)  # an event of npu:k, waited on by npu:0
+        wait_cost = time.monotonic() - t_wait
+        assert_stream_wait_only(delta(before, aclsim.counters()), "producer wait on the back events")
+        got = u.cpu()
+        t_read = time.monotonic()
+        expect = torch.tensor([0.0] + [-(10 * v + k) for k in qs])
+        assert torch.equal(got, expect), f"round {r}: producer read {got}, expected {expect}"
+        last_back = max(tb for _, _, tb in backs)
+        assert wait_cost < HOST_FAST, wait_cost
+        assert t_wait < last_back + WORK, "waits issued after the consumers' work ran: vacuous"
+        assert t_read >= last_back + WORK - SLACK, f"released {t_read - last_back:.3f}s after the last record"
+        waits.append(wait_cost)
+        del backs
+    for q in qs.values():
+        q.put("done")
+    results.put(("producer", {"wait_costs": waits}))
+    join_all(cons)
+
+
+def fan_consumer(k: int, arg_event: Event | None, q: Any, back_q: Any, results: Any) -> None:
+    """npu:k: wait on the producer's event (k=1: Process argument, k=2: Queue object, k=3: handle)."""
+    _common_worker_checks()
+    torch.npu.set_device(k)
+    sk = torch.npu.current_stream()
+    t, u = (open_native(x) for x in q.get(timeout=60))
+    back = Event(interprocess=True)
+    back_q.put("ready")
+    costs = []
+    for r in range(ROUNDS):
+        payload, v, t_start = q.get(timeout=60)
+        if k == 1:
+            assert arg_event is not None
+            ev = arg_event
+        elif k == 2:
+            ev = payload
+        else:
+            ev = Event.from_ipc_handle(torch.device("npu", k), payload)
+        before = aclsim.counters()
+        t_wait = time.monotonic()
+        ev.wait(sk)
+        cost = time.monotonic() - t_wait
+        assert_stream_wait_only(delta(before, aclsim.counters()), f"consumer {k} wait")
+        got = t.to(f"npu:{k}").cpu()
+        t_read = time.monotonic()
+        assert cost < HOST_FAST, f"consumer {k}: wait blocked the host for {cost:.3f}s"
+        assert t_wait < t_start + WORK, f"consumer {k}: wait issued after the producer's work ran: vacuous"
+        assert torch.equal(got, torch.full((N,), v)), f"consumer {k} round {r}: read {got[:4]}"
+        assert t_read >= t_start + WORK - SLACK, f"consumer {k}: released after {t_read - t_start:.3f}s"
+        costs.append(cost)
+        # Record back (on npu:k) behind slow work and a cross-device write into u[k].
+        t_back = time.monotonic()
+        aclsim.sleep(sk.npu_stream, WORK)
+        u[k : k + 1].copy_(torch.full((1,), -(10 * v + k), device=f"npu:{k}"))
+        back.record(sk)
+        back_q.put((k, back, t_back))  # the consumer's own event, consumer -> producer through a Queue
+    assert q.get(timeout=60) == "done"
+    results.put((f"consumer{k}", {"wait_costs": costs}))
+
+
+@pytest.mark.usefixtures("no_native")
+def test_one_producer_three_consumers() -> None:
+    """npu:0 -> npu:1..3 through a Process argument, a Queue and handle bytes; events back through a Queue."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    prod = start(fan_producer, results, daemon=False)
+    got = dict(recv(results, [prod], timeout=120) for _ in range(CONSUMERS + 1))
+    join_all([prod])
+    assert sorted(got) == ["consumer1", "consumer2", "consumer3", "producer"]
+
+
+# --------------------------------------------------------------------------------------------
+# 1,000 events through a queue: every created or opened IPC event is destroyed.
+# --------------------------------------------------------------------------------------------
+
+FLOOD = 1000
+
+
+def flood_producer(q: Any, back: Any, results: Any) -> None:
+    """Create, record and send FLOOD events, dropping each at once (the export grace covers the consumer)."""
+    _common_worker_checks()
+    torch.npu.set_device(0)
+    s = torch.npu.current_stream()
+    x = torch.ones(16, device="npu:0")
+    s.synchronize()
+    before = aclsim.counters()
+    stats0 = _C._event_stats()
+    for i in range(FLOOD):
+        ev = Event(interprocess=True)
+        if i % 2 == 0:
+            x.add_(1)  # some device work behind some records
+        ev.record(s)
+        q.put(ev)
+        del ev
+    q.put(None)
+    assert back.get(timeout=120) == "done"
+    s.synchronize()
+    _C._event_collect(True)
+    after = aclsim.counters()
+    stats = _C._event_stats()
+    results.put(("producer", delta(before, after), {k: stats[k] - stats0.get(k, 0) for k in stats}, stats))
+
+
+def flood_consumer(q: Any, back: Any, results: Any) -> None:
+    """Open every event, make the stream wait on it, drop it."""
+    _common_worker_checks()
+    torch.npu.set_device(1)
+    s = torch.npu.current_stream()
+    s.synchronize()
+    before = aclsim.counters()
+    stats0 = _C._event_stats()
+    n = 0
+    while (ev := q.get(timeout=60)) is not None:
+        assert type(ev) is Event
+        ev.wait(s)
+        n += 1
+        del ev
+    assert n == FLOOD
+    s.synchronize()
+    _C._event_collect(True)
+    after = aclsim.counters()
+    stats = _C._event_stats()
+    back.put("done")
+    results.put(("consumer", delta(before, after), {k: stats[k] - stats0.get(k, 0) for k in stats}, stats))
+
+
+def test_thousand_events_through_a_queue() -> None:
+    """aclsim counters: as many IPC event destroys as creates (producer) and opens (consumer)."""
+    ctx = mp.get_context("spawn")
+    q, back, results = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    procs = [start(flood_producer, q, back, results), start(flood_consumer, q, back, results)]
+    got = {r[0]: r[1:] for r in (recv(results, procs, timeout=180) for _ in range(2))}
+    join_all(procs)
+
+    counts, stats_delta, stats = got["producer"]
+    assert counts.get("ipc_event_create") == FLOOD, counts
+    assert counts.get("ipc_event_destroy") == FLOOD, counts
+    assert counts.get("event_create", 0) == counts.get("event_destroy", 0), counts  # fences included
+    assert stats_delta["created"] == stats_delta["destroyed"] == FLOOD, stats_delta
+    assert stats["retired_pending"] == 0, stats
+
+    counts, stats_delta, stats = got["consumer"]
+    assert counts.get("ipc_event_open") == FLOOD, counts
+    assert counts.get("ipc_event_destroy") == FLOOD, counts
+    assert counts.get("aclrtStreamWaitEvent", 0) >= FLOOD, counts
+    # Opens are not creates for aclsim; every other event (the fences) is destroyed too.
+    assert counts.get("event_create", 0) + FLOOD == counts.get("event_destroy", 0), counts
+    assert stats_delta["created"] == stats_delta["destroyed"] == FLOOD, stats_delta
+    assert stats["retired_pending"] == 0, stats
+
+
+# --------------------------------------------------------------------------------------------
+# Fuzzing from_ipc_handle: exceptions only, never a crash (hence a separate process).
+# --------------------------------------------------------------------------------------------
+
+FUZZ_EXAMPLES = 300
+ALLOWED = (TypeError, ValueError, RuntimeError)
+
+
+def fuzz_worker(results: Any) -> None:
+    """Feed from_ipc_handle random, truncated and mutated handles, and odd types and devices."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    _common_worker_checks()
+    torch.npu.set_device(0)
+    source = Event(interprocess=True)
+    source.record()
+    valid = source.ipc_handle()
+    outcomes: dict[str, int] = {}
+
+    def attempt(device: Any, handle: Any) -> str:
+        try:
+            ev = Event.from_ipc_handle(device, handle)
+        except ALLOWED as exc:
+            kind = type(exc).__name__
+        else:
+            ev.wait()
+            assert ev.query() in (True, False)
+            kind = "opened"
+            del ev
+        outcomes[kind] = outcomes.get(kind, 0) + 1
+        return kind
+
+    fuzz = settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    handles = st.one_of(
+        st.binary(max_size=160),
+        st.binary(min_size=64, max_size=64),
+        st.integers(0, 64).map(lambda n: valid[:n]),  # truncated
+        st.binary(min_size=1, max_size=16).map(lambda tail: valid + tail),  # too long
+        st.tuples(st.integers(0, 63), st.integers(0, 255)).map(  # one byte changed
+            lambda p: valid[: p[0]] + bytes([p[1]]) + valid[p[0] + 1 :]
+        ),
+        st.integers(0, 64).map(lambda n: valid[:n] + bytes(64 - n)),  # truncated, zero padded to 64
+        st.just(bytearray(valid)),
+        st.just(memoryview(valid)),
+    )
+
+    @fuzz
+    @given(handles)
+    def fuzz_handle(handle: bytes) -> None:
+        attempt(0, handle)
+
+    @fuzz
+    @given(st.one_of(st.text(max_size=70), st.integers(), st.none(), st.lists(st.integers(0, 255), max_size=64)))
+    def fuzz_handle_type(handle: Any) -> None:
+        assert attempt(0, handle) == "TypeError", handle
+
+    devices = st.one_of(
+        st.integers(-3, 12),
+        st.sampled_from(["npu", "npu:0", "npu:3", "npu:9", "cpu", "cuda:0", "meta", "bogus", "", None, 1.5]),
+        st.sampled_from([torch.device("cpu"), torch.device("npu", 2), torch.device("meta")]),
+    )
+
+    @settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(devices)
+    def fuzz_device(device: Any) -> None:
+        attempt(device, valid)
+
+    fuzz_handle()
+    fuzz_handle_type()
+    fuzz_device()
+    results.put(outcomes)
+
+
+def test_fuzz_from_ipc_handle() -> None:
+    """Random, truncated and mutated handles: TypeError / ValueError / RuntimeError, never a crash."""
+    results = mp.get_context("spawn").Queue()
+    proc = start(fuzz_worker, results)
+    outcomes = recv(results, [proc], timeout=120)
+    join_all([proc])
+    assert outcomes.get("RuntimeError", 0) > 0, outcomes  # forged 64-byte handles reach the runtime
+    assert outcomes.get("ValueError", 0) > 0, outcomes
+    assert outcomes.get("TypeError", 0) > 0, outcomes
+    assert outcomes.get("opened", 0) > 0, outcomes
+
+
+# --------------------------------------------------------------------------------------------
+# Deferred destruction and the export grace (own process: the grace is read once per process).
+# --------------------------------------------------------------------------------------------
+
+GRACE_MS = 400
+
+
+def lifetime_worker(results: Any) -> None:
+    """Dropped events with pending work stay until it drained; exported ones stay for the grace."""
+    _common_worker_checks()
+    torch.npu.set_device(0)
+    s0 = torch.npu.current_stream()
+    s1 = torch.npu.Stream()
+    _C._event_collect(True)
+    base = _C._event_stats()
+
+    def pending() -> int:
+        return _C._event_stats()["retired_pending"]
+
+    def destroyed() -> int:
+        return _C._event_stats()["destroyed"] - base["destroyed"]
+
+    # 1. A pending wait: s1 waits on a record queued behind WORK on s0; the event is dropped at once.
+    ev = Event(interprocess=True)
+    aclsim.sleep(s0.npu_stream, WORK)
+    ev.record(s0)
+    ev.wait(s1)
+    c0 = aclsim.counters()
+    del ev
+    _C._event_collect(False)
+    assert pending() == 1 and destroyed() == 0, _C._event_stats()
+    assert delta(c0, aclsim.counters()).get("ipc_event_destroy", 0) == 0, "destroyed with a wait pending"
+    s1.synchronize()  # the wait drained (and the record before it)
+    _C._event_collect(False)
+    assert pending() == 0 and destroyed() == 1, _C._event_stats()
+    assert delta(c0, aclsim.counters()).get("ipc_event_destroy", 0) == 1
+
+    # 2. A pending wait on a stream of another device (the record already ran).
+    ev = Event(interprocess=True)
+    ev.record(s0)
+    with torch.npu.device(2):
+        s2 = torch.npu.current_stream()
+        aclsim.sleep(s2.npu_stream, WORK)  # the wait is queued behind this
+        ev.wait(s2)
+    del ev
+    _C._event_collect(False)
+    assert pending() == 1 and destroyed() == 1, _C._event_stats()
+    s2.synchronize()
+    _C._event_collect(False)
+    assert pending() == 0 and destroyed() == 2, _C._event_stats()
+
+    # 3. Exported, nothing pending: kept for the grace period, then collected without force.
+    ev = Event(interprocess=True)
+    ev.record(s0)
+    s0.synchronize()
+    handle = ev.ipc_handle()
+    t_drop = time.monotonic()
+    del ev
+    _C._event_collect(False)
+    if time.monotonic() - t_drop < GRACE_MS / 1000 * 0.8:
+        assert pending() == 1 and destroyed() == 2, _C._event_stats()
+    time.sleep(GRACE_MS / 1000 + 0.05)
+    _C._event_collect(False)
+    assert pending() == 0 and destroyed() == 3, _C._event_stats()
+    # Destroyed: the handle is retracted, later opens fail cleanly.
+    with pytest.raises(RuntimeError):
+        Event.from_ipc_handle(0, handle)
+
+    # 4. Exported and forced: _event_collect(True) ignores the grace.
+    ev = Event(interprocess=True)
+    ev.ipc_handle()
+    del ev
+    _C._event_collect(True)
+    assert pending() == 0 and destroyed() == 4, _C._event_stats()
+
+    # 5. An imported event gets no grace (its handle did not leave this process because of it).
+    src = Event(interprocess=True)
+    src.record(s0)
+    imp = Event.from_ipc_handle(1, src.ipc_handle())
+    del imp
+    _C._event_collect(False)
+    assert destroyed() == 5, _C._event_stats()
+    del src
+    _C._event_collect(True)
+    assert destroyed() == 6 and pending() == 0, _C._event_stats()
+    stats = _C._event_stats()
+    assert stats["created"] - base["created"] == 6, stats
+    results.put("ok")
+
+
+def test_deferred_destruction_and_export_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An event dropped with a pending wait survives until it drained; exported events get the grace."""
+    monkeypatch.setenv("TORCH_NPU_IPC_EXPORT_GRACE_MS", str(GRACE_MS))
+    results = mp.get_context("spawn").Queue()
+    proc = start(lifetime_worker, results)
+    assert recv(results, [proc], timeout=90) == "ok"
+    join_all([proc])
+
+
+# --------------------------------------------------------------------------------------------
+# In this process: argument validation and the device a never-recorded event binds to.
+# --------------------------------------------------------------------------------------------
+
+
+def test_interprocess_with_timing_is_rejected() -> None:
+    """interprocess=True with enable_timing=True raises ValueError, as in torch.cuda."""
+    with pytest.raises(ValueError, match="enable_timing"):
+        Event(enable_timing=True, interprocess=True)
+    e = Event(enable_timing=True)  # fine without interprocess
+    assert not e.interprocess
+
+
+@pytest.mark.parametrize(
+    ("handle", "exc"),
+    [
+        ("x" * 64, TypeError),
+        (None, TypeError),
+        (64, TypeError),
+        ([0] * 64, TypeError),
+        (b"", ValueError),
+        (bytes(63), ValueError),
+        (bytes(65), ValueError),
+        (bytes(64), RuntimeError),
+        (b"aclsim:e:1:1:0000000000000000".ljust(64, b"\0"), RuntimeError),
+    ],
+    ids=["str", "none", "int", "list", "empty", "short", "long", "zeros", "forged"],
+)
+def test_from_ipc_handle_rejects_bad_handles(handle: Any, exc: type[Exception]) -> None:
+    """Wrong type -> TypeError, wrong size -> ValueError, forged bytes -> RuntimeError."""
+    with pytest.raises(exc):
+        Event.from_ipc_handle(0, handle)
+
+
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu"), "meta", "cuda:0", 99, -1, "npu:99"])
+def test_from_ipc_handle_rejects_bad_devices(device: Any) -> None:
+    """A non-NPU device or an NPU that does not exist -> ValueError."""
+    src = Event(interprocess=True)
+    with pytest.raises(ValueError):
+        Event.from_ipc_handle(device, src.ipc_handle())
+
+
+def test_non_interprocess_event_is_not_shareable() -> None:
+    """ipc_handle() and reduce_event need interprocess=True; elapsed_time is refused on IPC events."""
+    e = Event()
+    with pytest.raises(RuntimeError):
+        e.ipc_handle()
+    with pytest.raises(RuntimeError):
+        reductions.reduce_event(e)
+    ipc = Event(interprocess=True)
+    with pytest.raises(RuntimeError):
+        ipc.elapsed_time(ipc)
+
+
+def test_non_interprocess_event_is_torch_npus() -> None:
+    """Without interprocess the Event is torch_npu's own: record, query, synchronize, timing."""
+    s = torch.npu.current_stream()
+    a, b = Event(enable_timing=True), Event(enable_timing=True)
+    a.record(s)
+    aclsim.sleep(s.npu_stream, 0.05)
+    b.record(s)
+    b.synchronize()
+    assert a.query() and b.query()
+    assert a.elapsed_time(b) >= 40.0
+
+
+def test_interprocess_event_in_process() -> None:
+    """query() before and after a record, synchronize() blocks the host, blocking=True waits block."""
+    torch.npu.set_device(0)
+    s = torch.npu.current_stream()
+    e = Event(interprocess=True)
+    assert e.npu_event == 0 and e.query() and "uninitialized" in repr(e)
+    e.wait(s)  # never recorded anywhere: nothing to wait for
+    aclsim.sleep(s.npu_stream, WORK)
+    t0 = time.monotonic()
+    e.record(s)
+    assert not e.query()
+    e.synchronize()
+    assert time.monotonic() - t0 >= WORK - SLACK
+    assert e.query() and e.npu_event != 0
+
+    blocking = Event(blocking=True, interprocess=True)
+    aclsim.sleep(s.npu_stream, WORK)
+    t0 = time.monotonic()
+    blocking.record(s)
+    other = torch.npu.Stream()
+    blocking.wait(other)
+    assert time.monotonic() - t0 >= WORK - SLACK, "blocking=True wait returned before the record ran"
+    torch.npu.synchronize()
+
+
+def test_streams_of_devices_other_than_the_current_one() -> None:
+    """record/wait on streams of other devices than the thread's current one are ordered right."""
+    torch.npu.set_device(0)
+    s1 = torch.npu.Stream(device=1)
+    s2 = torch.npu.Stream(device=2)
+    x = torch.zeros(8, device="npu:1")
+    e = Event(interprocess=True)
+    with torch.npu.stream(s1):
+        t0 = time.monotonic()
+        aclsim.sleep(s1.npu_stream, WORK)
+        x.fill_(3.0)  # launched on s1 through torch_npu's task queue
+    e.record(s1)  # current device 0, stream of npu:1: the event is created on npu:1
+    assert e.device == torch.device("npu", 1) and torch.npu.current_device() == 0
+    e.wait(s2)
+    with torch.npu.stream(s2):
+        y = x.to("npu:2")  # two-way barrier with s2: after its wait
+        got = y.cpu()  # on s2 too (npu:2's default stream is not ordered with s2)
+    assert time.monotonic() - t0 >= WORK - SLACK
+    assert torch.equal(got, torch.full((8,), 3.0))
+    assert torch.npu.current_device() == 0
+
+
+@pytest.mark.parametrize(("stream_device", "current"), [(1, 0), (0, 2)])
+def test_record_covers_queued_work_on_a_non_current_device(stream_device: int, current: int) -> None:
+    """record(stream) drains torch_npu's queue of the STREAM's device, not of the thread's current one.
+
+    torch_npu's NPUStream::stream() drains the current device's queue; a
+    record on another device's stream used to land before work still queued
+    for it (seen under TASK_QUEUE_ENABLE=2).
+    """
+    torch.npu.set_device(current)
+    s = torch.npu.Stream(device=stream_device)
+    other = torch.npu.Stream(device=stream_device)
+    x = torch.zeros(1 << 14, device=f"npu:{stream_device}")
+    stale = []
+    for i in range(1, 151):
+        e = Event(interprocess=True)
+        with torch.npu.stream(s):
+            aclsim.sleep(s.npu_stream, 0.0005)
+            x.fill_(float(i))  # queued by torch_npu, behind the sleep
+        e.record(s)
+        e.synchronize()  # the host knows the record ran ...
+        with torch.npu.stream(other):
+            v = x[:1].cpu().item()  # ... so the fill before it did too (read on an unordered stream)
+        if v != i:
+            stale.append((i, v))
+    assert torch.npu.current_device() == current
+    assert not stale, f"records ran before work queued ahead of them: {stale[:5]} ({len(stale)} of 150)"
+
+
+def test_record_on_another_devices_stream_is_refused() -> None:
+    """An IPC event belongs to one device: recording it on another device's stream raises ValueError."""
+    torch.npu.set_device(0)
+    e = Event(interprocess=True)
+    e.record(torch.npu.current_stream(0))
+    with torch.npu.device(1):
+        s1 = torch.npu.current_stream()
+        with pytest.raises(ValueError, match="npu:0"):
+            e.record(s1)
+        e.wait(s1)  # waiting from any device is fine
+    torch.npu.synchronize()
+
+
+@pytest.mark.parametrize("thread_device", [0, None], ids=["thread-on-npu0", "thread-without-device"])
+def test_lazy_event_binds_to_creating_threads_device(thread_device: int | None) -> None:
+    """A never-recorded event created under npu:1 stays on npu:1 when another thread asks for its handle."""
+    import threading
+
+    torch.npu.set_device(0)
+    with torch.npu.device(1):
+        e = Event(interprocess=True)
+    assert torch.npu.current_device() == 0
+    out: dict[str, Any] = {}
+
+    def feeder() -> None:
+        try:
+            if thread_device is not None:
+                torch.npu.set_device(thread_device)
+            out["handle"] = e.ipc_handle()
+            out["reduced"] = reductions.reduce_event(e)
+            if thread_device is not None:
+                out["device_after"] = torch.npu.current_device()
+        except BaseException as exc:
+            out["error"] = exc
+
+    th = threading.Thread(target=feeder)
+    th.start()
+    th.join(30)
+    assert "error" not in out, out.get("error")
+    assert len(out["handle"]) == 64
+    assert e.device == torch.device("npu", 1)
+    assert out["reduced"][1][0] == 1
+    if thread_device is not None:
+        assert out["device_after"] == thread_device, "ipc_handle() changed the calling thread's device"
+    # The ACL event really lives on npu:1: it records on an npu:1 stream, and not on npu:0's.
+    with torch.npu.device(1):
+        e.record(torch.npu.current_stream())
+    with pytest.raises(ValueError):
+        e.record(torch.npu.current_stream(0))
+    assert torch.npu.current_device() == 0
+    torch.npu.synchronize()
+
+
+def test_reduce_event_matches_torch_multiprocessing() -> None:
+    """torch.multiprocessing.reductions.reduce_event is the plugin's; a round trip in-process works."""
+    assert torch_reductions.reduce_event is reductions.reduce_event
+    e = Event(interprocess=True)
+    e.record()
+    fn, args = torch_reductions.reduce_event(e)
+    assert fn is reductions.rebuild_event
+    assert args == (e.device.index, e.ipc_handle())
+    assert reductions.reduce_event(e) == (fn, args)
+    again = fn(*args)
+    assert type(again) is Event and again.interprocess and again.device == e.device
+    assert torch_npu_ipc.Event is Event

@@ -1,0 +1,389 @@
+"""Event-synchronized NPU tensor sharing between real spawned processes on aclsim (issue 4).
+
+Round trips of many shapes, dtypes and views through every transport
+(Process arguments, Queue, Pipe, ``reduce_tensor``, ``export_tensor`` bytes,
+a restricted unpickler), storages, ordering without host synchronization
+(counters), the cache-hit race PyTorch has, peer-device import, forwarding a
+received tensor to a third process, and one-shot descriptors.
+
+The stress, budget, peer-death and fuzz scenarios live in
+``test_plugin_sharing_stress.py`` and ``test_plugin_sharing_fuzz.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import time
+from collections.abc import Callable
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+import pytest
+import torch
+import torch.multiprocessing.reductions as torch_reductions
+from sharing_util import CTX, Scenario, delta, get, spawn_reporting
+
+import aclsim
+import torch_npu_ipc
+from torch_npu_ipc import sharing
+
+pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)")
+
+# Simulated device work behind the writes a receiver must wait for.
+WORK = 0.5
+TIMEOUT_S = 230
+HOST_SYNCS = ("aclrtSynchronizeStream", "aclrtSynchronizeEvent", "aclrtSynchronizeDevice")
+
+
+# ------------------------------------------------------------------------------------------ cases
+def _base(dtype: torch.dtype, n: int) -> torch.Tensor:
+    """Deterministic CPU values of ``dtype`` (both sides build them)."""
+    a = torch.arange(n, dtype=torch.float64)
+    if dtype == torch.bool:
+        return (torch.arange(n) % 3) == 0
+    if dtype.is_complex:
+        return torch.complex(a, -a).to(dtype)
+    if dtype in (torch.int8, torch.uint8):
+        return (torch.arange(n) % 100).to(dtype)
+    return (a % 1000 - 7).to(dtype)
+
+
+def cases() -> list[tuple[str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]]:
+    """(name, CPU base, view) triples: the producer shares ``view(base.to(npu))``, the receiver compares."""
+    out: list[tuple[str, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]] = []
+    for dt in sharing._DTYPES:
+        out.append((f"dtype-{dt}".replace("torch.", ""), _base(dt, 37), lambda t: t))
+    f = _base(torch.float32, 4 * 5 * 6)
+    out += [
+        ("1d", f, lambda t: t),
+        ("3d", f, lambda t: t.view(4, 5, 6)),
+        ("offset-slice", f, lambda t: t[7:50]),
+        ("strided", f, lambda t: t[3::4]),
+        ("transposed", f, lambda t: t.view(12, 10).t()),
+        ("permuted", f, lambda t: t.view(4, 5, 6).permute(2, 0, 1)),
+        ("narrow-noncontig", f, lambda t: t.view(4, 5, 6)[:, 1:4, ::2]),
+        ("row-select", f, lambda t: t.view(12, 10)[5]),
+        ("column-select", f, lambda t: t.view(12, 10)[:, 3]),
+        ("scalar-0d", f, lambda t: t[17]),
+        ("expand-stride0", f, lambda t: t[9:10].expand(8, 4)),
+        ("as-strided-overlap", f, lambda t: t.as_strided((5, 4), (2, 1), 11)),
+        ("size0-view-of-storage", f, lambda t: t[5:5]),
+        ("size0-middle-dim", f, lambda t: t.view(4, 5, 6)[:, 2:2, :]),
+        ("empty-storage", torch.empty(0), lambda t: t),
+        ("empty-3x0x2", torch.empty(3, 0, 2), lambda t: t),
+        ("int64-transposed", _base(torch.int64, 30), lambda t: t.view(5, 6).t()[1:, ::2]),
+        ("bf16-offset", _base(torch.bfloat16, 64), lambda t: t[33:].view(-1, 31).t()),
+        ("large-1MiB", _base(torch.float32, 1 << 18), lambda t: t[1000:]),
+        ("requires-grad-leaf", _base(torch.float32, 10), lambda t: t),
+    ]
+    return out
+
+
+def make_npu(base: torch.Tensor, view: Callable[[torch.Tensor], torch.Tensor], device: int = 0) -> torch.Tensor:
+    """The producer's tensor of a case."""
+    return view(base.to(f"npu:{device}"))
+
+
+def read_back(t: torch.Tensor) -> torch.Tensor:
+    """CPU tensor with ``t``'s exact layout, read through its storage's bytes (no NPU kernel involved)."""
+    st = t.untyped_storage()
+    raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(st, 0, (st.nbytes(),), (1,)).cpu()
+    return torch.empty(0, dtype=t.dtype).set_(raw.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+
+
+def meta(t: torch.Tensor) -> tuple[Any, ...]:
+    """What a round trip must preserve besides the values."""
+    return (
+        tuple(t.shape),
+        tuple(t.stride()),
+        t.storage_offset(),
+        t.dtype,
+        t.requires_grad,
+        t.untyped_storage().nbytes(),
+    )
+
+
+def check_case(name: str, got: torch.Tensor, sent_meta: tuple[Any, ...], how: str) -> None:
+    """Compare a received tensor with the case's expected values and the sender's layout."""
+    by_name = {n: (b, v) for n, b, v in cases()}
+    base, view = by_name[name]
+    expect = view(base)
+    assert got.device.type == "npu", f"{how}/{name}: on {got.device}"
+    assert meta(got) == sent_meta, f"{how}/{name}: layout {meta(got)} != sent {sent_meta}"
+    assert torch.equal(read_back(got).detach(), expect), f"{how}/{name}: values differ"
+
+
+# ------------------------------------------------------------------------------ round trips
+def _round_trip_consumer(arg_tensors: dict[str, torch.Tensor], arg_meta: dict[str, Any], q: Any, conn: Any) -> None:
+    for name, t in arg_tensors.items():
+        check_case(name, t, arg_meta[name], "process-args")
+    while (msg := get(q)) is not None:
+        how, name, payload, sent_meta = msg
+        if how == "queue":
+            t = payload
+        elif how == "pipe":
+            assert conn.poll(60)
+            t = conn.recv()
+        elif how == "reduce_tensor":
+            fn, args = payload
+            t = getattr(torch_npu_ipc.sharing, fn)(*args)
+        elif how == "bytes":
+            t = torch_npu_ipc.import_tensor(payload)
+        elif how == "restricted-unpickler":
+            t = _SafeUnpickler(io.BytesIO(payload)).load()
+        elif how in ("storage-queue", "storage-bytes"):
+            st = payload if how == "storage-queue" else torch_npu_ipc.import_tensor(payload).untyped_storage()
+            assert isinstance(st, torch.UntypedStorage) and st.device.type == "npu", type(st)
+            base, view = {n: (b, v) for n, b, v in cases()}[name]
+            expect = view(base)
+            n = st.nbytes() // expect.element_size()
+            t = torch.empty(0, dtype=expect.dtype, device=st.device).set_(st, 0, (n,))
+            assert torch.equal(read_back(t), base.reshape(-1)), f"{how}/{name}: storage values differ"
+            continue
+        else:
+            raise AssertionError(how)
+        check_case(name, t, sent_meta, how)
+        if sent_meta[4]:
+            assert t.is_leaf, f"{how}/{name}: a received leaf is not a leaf"
+    conn.send("done")
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """A restricted unpickler: torch's CPU rebuild helpers are not needed, only the plugin's safe_globals()."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        for fn in torch_npu_ipc.safe_globals():
+            if (fn.__module__, fn.__name__) == (module, name):
+                return fn
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed")
+
+
+def _round_trip_producer(results: Any) -> None:
+    assert torch_reductions.reduce_tensor._torch_npu_ipc  # registered on import
+    keep = []
+    arg_tensors: dict[str, torch.Tensor] = {}
+    arg_meta: dict[str, Any] = {}
+    for name, base, view in cases()[:8]:
+        t = make_npu(base, view)
+        keep.append(t)
+        arg_tensors[name] = t
+        arg_meta[name] = meta(t)
+    q = CTX.Queue()
+    mine, theirs = CTX.Pipe()
+    consumer = spawn_reporting(results, "consumer", _round_trip_consumer, arg_tensors, arg_meta, q, theirs)
+
+    all_cases = [(n, make_npu(b, v)) for n, b, v in cases()]
+    grad_leaf = all_cases[-1][1].requires_grad_()
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        ForkingPickler.dumps(grad_leaf * 2)
+    for name, t in all_cases:
+        keep.append(t)
+        m = meta(t)
+        q.put(("queue", name, t, m))
+        q.put(("pipe", name, None, m))
+        mine.send(t)
+        fn, args = torch_reductions.reduce_tensor(t)
+        assert fn is sharing.rebuild_npu_tensor
+        q.put(("reduce_tensor", name, (fn.__name__, args), m))
+        q.put(("bytes", name, torch_npu_ipc.export_tensor(t), m))
+        q.put(("restricted-unpickler", name, bytes(ForkingPickler.dumps(t)), m))
+    for name, base, view in cases()[:3] + cases()[-6:-4]:
+        t = make_npu(base, view)
+        keep.append(t)
+        q.put(("storage-queue", name, t.untyped_storage(), None))
+        whole = torch.empty(0, dtype=torch.uint8, device="npu:0").set_(t.untyped_storage())
+        q.put(("storage-bytes", name, torch_npu_ipc.export_tensor(whole), None))
+    q.put(None)
+    assert mine.poll(TIMEOUT_S), "consumer did not finish"
+    assert mine.recv() == "done"
+    consumer.join(30)
+    del keep
+
+
+def test_round_trips_every_transport() -> None:
+    """Every case through Process args, Queue, Pipe, reduce_tensor, export bytes, a restricted unpickler."""
+    s = Scenario()
+    s.also_expect("consumer")
+    s.start("producer", _round_trip_producer, s.results)
+    s.finish(timeout=240)
+
+
+# ------------------------------------------------------------------- ordering and counters
+def _ordering_consumer(q: Any, back: Any) -> None:
+    for dev in (0, 1):  # create both devices' contexts and streams before counting
+        torch.empty(1, device=f"npu:{dev}")
+    stream0 = torch.npu.current_stream(0)
+    # 1. A tensor written behind slow device work, sent at once: the receiver reads the final values.
+    c0 = aclsim.counters()
+    t0 = time.monotonic()
+    x = get(q)
+    took = time.monotonic() - t0
+    stream0.npu_stream  # noqa: B018 - flush torch_npu's task queue so the counters are complete
+    d = delta(c0, aclsim.counters())
+    assert d.get("aclrtStreamWaitEvent", 0) >= 1, f"no stream wait on receive: {d}"
+    assert not any(d.get(k) for k in HOST_SYNCS), f"the receiver blocked the host: {d}"
+    assert d.get("ipc_mem_import") == 1, d
+    assert torch.equal(x.cpu(), torch.full((4096,), 7.0)), "read before the producer's write finished"
+    back.put(("first", took))
+
+    # 2. Same storage again after another slow write: cached import, but the NEW event is waited on.
+    c1 = aclsim.counters()
+    y = get(q)
+    stream0.npu_stream  # noqa: B018
+    d = delta(c1, aclsim.counters())
+    assert d.get("ipc_mem_import", 0) == 0, f"the block was imported again instead of from the cache: {d}"
+    assert d.get("aclrtStreamWaitEvent", 0) >= 1, f"no wait on the second send's event (cache hit race): {d}"
+    assert y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert torch.equal(y.cpu(), torch.full((4096,), 8.0)), "cache hit skipped the new event: stale values"
+    assert torch.equal(x.cpu(), torch.full((4096,), 8.0))
+    back.put(("second", None))
+
+    # 3. Peer import: map the producer's npu:0 memory on npu:1, behind slow work again.
+    data = get(q)
+    c2 = aclsim.counters()
+    z = torch_npu_ipc.import_tensor(data, device=1)
+    torch.npu.current_stream(1).npu_stream  # noqa: B018
+    d = delta(c2, aclsim.counters())
+    assert z.device == torch.device("npu:1"), z.device
+    assert d.get("aclrtStreamWaitEvent", 0) >= 1 and not any(d.get(k) for k in HOST_SYNCS), d
+    assert torch.equal(z.cpu(), torch.full((4096,), 9.0)), "peer import read stale values"
+    assert torch.equal((z + 1).cpu(), torch.full((4096,), 10.0)), "computing on the peer mapping failed"
+
+    # 4. A descriptor is good for one receiver.
+    with pytest.raises(RuntimeError, match="received already"):
+        torch_npu_ipc.import_tensor(data, device=1)
+    del x, y, z
+    back.put(("done", None))
+
+
+def _ordering_producer(results: Any) -> None:
+    q, back = CTX.Queue(), CTX.Queue()
+    consumer = spawn_reporting(results, "consumer", _ordering_consumer, q, back)
+    x = torch.zeros(4096, device="npu:0")
+    stream = torch.npu.current_stream()
+    stream.synchronize()
+    c0 = aclsim.counters()
+
+    aclsim.sleep(stream.npu_stream, WORK)
+    x.fill_(7.0)
+    t0 = time.monotonic()
+    q.put(x)
+    tag, _ = get(back)
+    assert tag == "first"
+    # The consumer read the values and answered; the producer's host never waited for its device.
+    d = delta(c0, aclsim.counters())
+    assert d.get("aclrtSynchronizeStream", 0) == 0, f"the producer synchronized its stream: {d}"
+    assert d.get("ipc_event_get_handle", 0) >= 1 and d.get("aclrtRecordEvent", 0) >= 1, d
+    assert time.monotonic() - t0 >= WORK * 0.9, "the consumer answered before the device work could have run"
+
+    aclsim.sleep(stream.npu_stream, WORK)
+    x.fill_(8.0)
+    q.put(x)
+    assert get(back)[0] == "second"
+
+    aclsim.sleep(stream.npu_stream, WORK)
+    x.add_(1.0)
+    q.put(torch_npu_ipc.export_tensor(x))
+    assert get(back)[0] == "done"
+    d = delta(c0, aclsim.counters())
+    assert not any(d.get(k) for k in HOST_SYNCS), f"the producer blocked the host: {d}"
+    assert d.get("ipc_mem_export") == 1, f"the block's key was not cached: {d}"
+    consumer.join(30)
+    # The receiver dropped everything: its releaser thread frees its slots soon after.
+    deadline = time.monotonic() + 30
+    while torch_npu_ipc.sharing_stats()["live_slots"] and time.monotonic() < deadline:
+        torch_npu_ipc.ipc_collect()  # also forgets a receiver that exited before its releases ran
+        time.sleep(0.05)
+    st = torch_npu_ipc.sharing_stats()
+    assert st["live_slots"] == 0 and st["fallback_syncs"] == 0, st
+
+
+def test_ordering_counters_cache_hit_and_peer() -> None:
+    """Slow writes are seen by the receiver with no host sync; cache hits wait too; peer import works."""
+    s = Scenario()
+    s.also_expect("consumer")
+    s.start("producer", _ordering_producer, s.results)
+    s.finish()
+
+
+# ------------------------------------------------------------------------------- forwarding
+N_FWD = 1 << 16
+
+
+def _fwd_middle(q: Any, out: Any, back: Any) -> None:
+    """Receive on npu:1 (peer mapping of the producer's npu:0), write behind slow work, forward at once."""
+    t = torch_npu_ipc.import_tensor(get(q), device=1)
+    assert t.device == torch.device("npu:1"), t.device
+    assert torch.equal(t.cpu(), torch.full((N_FWD,), 3.0))
+    aclsim.sleep(torch.npu.current_stream(1).npu_stream, WORK)
+    t.add_(2.0)
+    c0 = aclsim.counters()
+    out.put((torch_npu_ipc.export_tensor(t), torch_npu_ipc.export_tensor(t[N_FWD // 2 :])))
+    d = delta(c0, aclsim.counters())
+    assert not any(d.get(k) for k in HOST_SYNCS), f"forwarding blocked the host: {d}"
+    assert d.get("ipc_mem_export", 0) == 0, f"the forwarder exported its mapping instead of the original: {d}"
+    back.put("forwarded")
+    assert get(q) == "exit"
+    del t
+
+
+def _fwd_last(q: Any, back: Any) -> None:
+    """Receive the forwarded tensor and a view on npu:2 and hold them past the forwarder's exit."""
+    a, b = get(q)
+    t, view = torch_npu_ipc.import_tensor(a, device=2), torch_npu_ipc.import_tensor(b, device=2)
+    assert t.device == torch.device("npu:2"), t.device
+    assert torch.equal(t.cpu(), torch.full((N_FWD,), 5.0)), "did not wait for the forwarder's write"
+    assert torch.equal(view.cpu(), torch.full((N_FWD // 2,), 5.0))
+    assert view.storage_offset() == N_FWD // 2 and view.stride() == (1,), (view.storage_offset(), view.stride())
+    back.put("holding")
+    assert get(q) == "forwarder-gone"
+    # The forwarder exited, the producer dropped its tensor and churned its allocator: the block is untouched.
+    assert torch.equal(t.cpu(), torch.full((N_FWD,), 5.0)), "the forwarded block was reused"
+    del t, view
+    back.put("released")
+
+
+def _fwd_producer(results: Any) -> None:
+    to_mid, mid_out, mid_back = CTX.Queue(), CTX.Queue(), CTX.Queue()
+    to_last, last_back = CTX.Queue(), CTX.Queue()
+    mid = spawn_reporting(results, "forwarder", _fwd_middle, to_mid, mid_out, mid_back)
+    last = spawn_reporting(results, "receiver", _fwd_last, to_last, last_back)
+    t = torch.full((N_FWD,), 3.0, device="npu:0")
+    torch.npu.current_stream().synchronize()  # set-up only; what follows is ordered by events
+    to_mid.put(torch_npu_ipc.export_tensor(t))
+    assert get(mid_back) == "forwarded"
+    to_last.put(get(mid_out))
+    assert get(last_back) == "holding"
+    to_mid.put("exit")
+    mid.join(60)
+    assert mid.exitcode == 0
+    st = torch_npu_ipc.sharing_stats()
+    assert st["live_slots"] >= 2, f"the third process's references are not counted by the owner: {st}"
+    # Drop ours: the block must go to limbo, not back to the allocator.
+    del t
+    assert torch_npu_ipc.sharing_stats()["limbo_blocks"] == 1
+    assert torch_npu_ipc.ipc_collect() == 0
+    churn = [torch.full((N_FWD,), -1.0, device="npu:0") for _ in range(8)]
+    to_last.put("forwarder-gone")
+    assert get(last_back) == "released"
+    del churn
+    deadline = time.monotonic() + 30
+    freed = 0
+    while time.monotonic() < deadline:
+        freed += torch_npu_ipc.ipc_collect()
+        if torch_npu_ipc.sharing_stats()["limbo_blocks"] == 0:
+            break
+        time.sleep(0.05)
+    st = torch_npu_ipc.sharing_stats()
+    assert freed == 1 and st["limbo_blocks"] == 0 and st["live_slots"] == 0, (freed, st)
+    last.join(30)
+
+
+def test_forwarding_to_a_third_process() -> None:
+    """P -> A (peer npu:1) -> B (npu:2): B waits for A's write, and the block outlives A and P's drop."""
+    s = Scenario()
+    s.also_expect("forwarder")
+    s.also_expect("receiver")
+    s.start("producer", _fwd_producer, s.results)
+    s.finish(timeout=180)

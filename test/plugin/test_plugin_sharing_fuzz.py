@@ -1,0 +1,135 @@
+"""Fuzzed tensor descriptors (issue 4): malformed input raises TypeError/ValueError/RuntimeError, never crashes.
+
+The fuzzing runs in a spawned receiver while a live producer holds the
+tensors the valid descriptors name, so a segfault or abort fails the test
+(the worker dies without a report) instead of killing pytest.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sharing_util import Scenario, get
+
+import aclsim
+import torch_npu_ipc
+from torch_npu_ipc import sharing
+
+pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)")
+
+ALLOWED = (TypeError, ValueError, RuntimeError)
+SETTINGS = settings(
+    max_examples=150, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
+
+
+def _import(data: Any, device: Any = None) -> None:
+    """import_tensor that may only fail with the documented exceptions."""
+    try:
+        t = torch_npu_ipc.import_tensor(data, device)
+    except ALLOWED:
+        return
+    del t  # a mutation that still describes a valid send: fine, once
+
+
+def _recrc(data: bytes) -> bytes:
+    """Recompute the checksum, so a mutated body reaches the field validation and the runtime."""
+    return data[:-4] + struct.pack("<I", zlib.crc32(data[:-4]))
+
+
+def _fuzzer(q: Any, back: Any) -> None:
+    descs: list[bytes] = get(q)
+    head = len(sharing.MAGIC) + 6
+
+    # A valid descriptor works once, and a second use is a clear RuntimeError.
+    t = torch_npu_ipc.import_tensor(descs[0])
+    assert torch.equal(t.cpu(), torch.arange(64, dtype=torch.float32))
+    with pytest.raises(RuntimeError, match="received already"):
+        torch_npu_ipc.import_tensor(descs[0])
+    for bad in (None, 3, "x" * 80, [1, 2], object()):
+        with pytest.raises(TypeError):
+            torch_npu_ipc.import_tensor(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        torch_npu_ipc.import_tensor(descs[1], device="cpu")
+
+    @SETTINGS
+    @given(st.binary(max_size=512))
+    def random_bytes(data: bytes) -> None:
+        with pytest.raises(ValueError):
+            torch_npu_ipc.import_tensor(data)
+
+    @SETTINGS
+    @given(st.sampled_from(descs), st.data())
+    def truncated(desc: bytes, data: st.DataObject) -> None:
+        n = data.draw(st.integers(0, len(desc) - 1))
+        with pytest.raises(ValueError):
+            torch_npu_ipc.import_tensor(desc[:n])
+        with pytest.raises(ValueError):
+            torch_npu_ipc.import_tensor(desc + data.draw(st.binary(min_size=1, max_size=8)))
+
+    @SETTINGS
+    @given(st.sampled_from(descs), st.lists(st.integers(0, 10**6), min_size=1, max_size=3, unique=True))
+    def bit_flips(desc: bytes, positions: list[int]) -> None:
+        b = bytearray(desc)
+        bits = sorted({p % (8 * len(b)) for p in positions})
+        for p in bits:
+            b[p // 8] ^= 1 << (p % 8)
+        # CRC-32 detects every 1-3 bit error: forged descriptors are ValueErrors.
+        with pytest.raises(ValueError):
+            torch_npu_ipc.import_tensor(bytes(b))
+
+    @SETTINGS
+    @given(
+        st.sampled_from(descs), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4)
+    )
+    def forged_fields(desc: bytes, edits: list[tuple[int, int]]) -> None:
+        # Byte edits in the body with a recomputed checksum: they get past the checksum
+        # into field validation, the shared table, the IPC key and event handle.
+        b = bytearray(desc)
+        body = len(b) - 4 - head
+        for pos, val in edits:
+            b[head + pos % body] = val
+        _import(_recrc(bytes(b)))
+
+    @SETTINGS
+    @given(st.sampled_from(descs), st.integers(-(2**40), 2**40))
+    def forged_device(desc: bytes, device: int) -> None:
+        b = bytearray(desc)
+        struct.pack_into("<q", b, head + 4, device)  # the device field follows producer_pid
+        _import(_recrc(bytes(b)))
+        _import(desc, device)
+
+    for test in (random_bytes, truncated, bit_flips, forged_fields, forged_device):
+        test()
+    del t
+    back.put("done")
+
+
+def _producer(q: Any, back: Any) -> None:
+    base = torch.arange(64, dtype=torch.float32, device="npu:0")
+    others = [
+        torch.full((4, 8), 2.0, device="npu:0").t(),
+        torch.ones(3, 5, dtype=torch.int64, device="npu:0")[1:, 2:],
+        torch.zeros(0, device="npu:0"),
+        torch.arange(300, dtype=torch.float16, device="npu:0")[7:],
+    ]
+    descs = [torch_npu_ipc.export_tensor(base)] + [torch_npu_ipc.export_tensor(t) for t in others for _ in range(3)]
+    q.put(descs)
+    assert get(back, timeout=600) == "done"
+    del base, others
+    torch_npu_ipc.ipc_collect()
+
+
+def test_fuzzed_descriptors_only_raise() -> None:
+    """Random bytes, truncations, bit flips, forged fields: only TypeError/ValueError/RuntimeError."""
+    s = Scenario()
+    q, back = s.queue(), s.queue()
+    s.start("fuzzer", _fuzzer, q, back)
+    s.start("producer", _producer, q, back)
+    s.finish(timeout=600)

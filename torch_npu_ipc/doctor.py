@@ -1,0 +1,67 @@
+"""``python -m torch_npu_ipc doctor``: what runs where, and why."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch_npu
+
+import torch_npu_ipc
+from torch_npu_ipc import _C
+
+
+def _native_features() -> dict[str, bool]:
+    import torch_npu.multiprocessing.reductions as native_reductions
+
+    return {
+        "Event IPC (ipc_handle / from_ipc_handle)": hasattr(torch_npu.npu.Event, "ipc_handle"),
+        "ExternalStream": hasattr(torch_npu.npu, "ExternalStream"),
+        "tensor IPC (_share_npu_)": hasattr(torch.UntypedStorage, "_share_npu_")
+        and hasattr(native_reductions, "rebuild_npu_tensor"),
+    }
+
+
+def report() -> list[str]:
+    """Return the doctor's report, one line per fact."""
+    lines = [
+        f"torch_npu_ipc  {torch_npu_ipc.__version__}",
+        f"python         {sys.version.split()[0]}",
+        f"torch          {torch.__version__}",
+        f"torch_npu      {getattr(torch_npu, '__version__', '?')}",
+    ]
+    if torch_npu_ipc.RUNTIME == "aclsim":
+        lines.append(f"runtime        aclsim (CPU simulator of CANN), {os.environ.get('ACLSIM_SOC', '?')}")
+    else:
+        lines.append(f"runtime        CANN {torch_npu.npu.utils.get_cann_version()}")
+    lines.append(f"libascendcl    {_C._acl_library_path()}")
+    lines.append(f"devices        {torch.npu.device_count()}")
+    lines.append("native features of this torch_npu:")
+    for name, present in _native_features().items():
+        lines.append(f"  {name:<42} {'present' if present else 'absent'}")
+    reason = _C._ipc_event_supported()
+    lines.append(f"IPC events     {'supported' if not reason else 'UNSUPPORTED: ' + reason}")
+    lines.append("paths used by torch_npu_ipc:")
+    lines.append("  interprocess Event                         plugin (ACL IPC events, own lifetime manager)")
+    lines.append(
+        "  tensor sharing                             "
+        + ("plugin (IPC memory + IPC events)" if not reason else "unavailable: " + reason)
+    )
+    lines.append(f"  in-flight event budget                     {_C._inflight_budget()}")
+    copies = getattr(torch_npu_ipc, "copies", None)
+    if copies is not None and hasattr(copies, "status"):
+        lines.append(f"  cross-device copies                        {copies.status()}")
+    else:
+        lines.append("  cross-device copies                        torch_npu's own (copy hook not installed)")
+    streams = getattr(torch_npu_ipc, "ExternalStream", None)
+    lines.append(
+        "  ExternalStream                             " + ("plugin" if streams is not None else "not available")
+    )
+    return lines
+
+
+def main() -> int:
+    for line in report():
+        print(line)
+    return 0
