@@ -74,6 +74,22 @@ def _common_worker_checks() -> None:
     assert torch_reductions.reduce_event is reductions.reduce_event
 
 
+# A loaded machine can deliver a message after the WORK it should overlap already ran, which
+# would make the ordering proof vacuous (not wrong). Such a round is repeated, up to ATTEMPTS
+# times; the data and counter checks are hard on every attempt.
+ATTEMPTS = 4
+
+
+def timing_problems(who: str, wait_cost: float, t_wait: float, t_work_start: float) -> list[str]:
+    """Why a round proved nothing about ordering: the wait came too late, or the host was slow."""
+    problems = []
+    if t_wait >= t_work_start + WORK:
+        problems.append(f"{who}: wait issued {t_wait - t_work_start:.3f}s after the work began (vacuous)")
+    if wait_cost >= HOST_FAST:
+        problems.append(f"{who}: wait call took {wait_cost:.3f}s")
+    return problems
+
+
 # --------------------------------------------------------------------------------------------
 # One producer (npu:0), one consumer (npu:1): every way of passing an event, two-way handshake.
 # --------------------------------------------------------------------------------------------
@@ -102,7 +118,6 @@ def p2p_producer(results: Any) -> None:
     out: dict[str, Any] = {}
     keep: list[Any] = []  # the exporter keeps every event alive until the consumer is done
     for i, way in enumerate(ways):
-        v = float(i + 1)
         if way == "process-arg":
             ev = arg_event
         elif way == "native-export":
@@ -110,44 +125,58 @@ def p2p_producer(results: Any) -> None:
         else:
             ev = Event(interprocess=True)
         keep.append(ev)
+        problems: list[str] = []
+        for attempt in range(ATTEMPTS):
+            v = float(10 * (i + 1) + attempt)  # a new value every attempt: stale data always shows
+            problems = []
+            t_start = time.monotonic()
+            aclsim.sleep(s0.npu_stream, WORK)
+            t.fill_(v)  # runs only after WORK
+            ev.record(s0)
+            if time.monotonic() - t_start >= HOST_FAST:
+                problems.append("producer: record took long")
 
-        t_start = time.monotonic()
-        aclsim.sleep(s0.npu_stream, WORK)
-        t.fill_(v)  # runs only after WORK
-        ev.record(s0)
-        assert time.monotonic() - t_start < HOST_FAST, f"{way}: record blocked the host"
+            payload: Any
+            if way == "queue":
+                payload = ev
+            elif way == "process-arg":
+                payload = None
+            elif way in ("handle", "native-import"):
+                payload = ev.ipc_handle()
+                assert isinstance(payload, bytes) and len(payload) == 64
+            else:  # reduce, native-export (reduce_event of torch_npu's own Event)
+                payload = reductions.reduce_event(ev)
+                fn, args = torch_reductions.reduce_event(ev)
+                assert fn is reductions.rebuild_event and payload == (fn, args), (payload, fn, args)
+                assert args[0] == 0 and len(args[1]) == 64
+            to_cons.put((way, payload, v, t_start))
 
-        payload: Any
-        if way == "queue":
-            payload = ev
-        elif way == "process-arg":
-            payload = None
-        elif way in ("handle", "native-import"):
-            payload = ev.ipc_handle()
-            assert isinstance(payload, bytes) and len(payload) == 64
-        else:  # reduce, native-export (reduce_event of torch_npu's own Event)
-            payload = reductions.reduce_event(ev)
-            fn, args = torch_reductions.reduce_event(ev)
-            assert fn is reductions.rebuild_event and payload == (fn, args), (payload, fn, args)
-            assert args[0] == 0 and len(args[1]) == 64
-        to_cons.put((way, payload, v, t_start))
-
-        kind, t_back = recv(to_prod, [cons])
-        assert kind == "back"
-        before = aclsim.counters()
-        t_wait = time.monotonic()
-        ev.wait(s0)
-        wait_cost = time.monotonic() - t_wait
-        _ = s0.npu_stream  # hands torch_npu's queued tasks (a native wait) to the runtime; no device sync
-        after = aclsim.counters()
-        got = t.cpu()
-        t_read = time.monotonic()
-        assert_stream_wait_only(delta(before, after), f"{way}: producer wait")
-        assert wait_cost < HOST_FAST, f"{way}: producer's wait blocked the host for {wait_cost:.3f}s"
-        assert t_wait < t_back + WORK, f"{way}: wait issued after the consumer's work ran: vacuous"
-        assert torch.equal(got, torch.full((N,), -v)), f"{way}: producer read {got[:4]} before the consumer's write"
-        assert t_read >= t_back + WORK - SLACK, f"{way}: released {t_read - t_back:.3f}s after the consumer's record"
-        out[way] = {"producer_wait_cost": wait_cost, "producer_released_after": t_read - t_back}
+            kind, t_back, consumer_problems = recv(to_prod, [cons])
+            assert kind == "back"
+            problems += consumer_problems
+            before = aclsim.counters()
+            t_wait = time.monotonic()
+            ev.wait(s0)
+            wait_cost = time.monotonic() - t_wait
+            _ = s0.npu_stream  # hands torch_npu's queued tasks (a native wait) to the runtime; no device sync
+            after = aclsim.counters()
+            got = t.cpu()
+            t_read = time.monotonic()
+            # Hard checks, on every attempt: no host synchronization, the right data, not released early.
+            assert_stream_wait_only(delta(before, after), f"{way}: producer wait")
+            assert torch.equal(got, torch.full((N,), -v)), f"{way}: producer read {got[:4]} before the consumer's write"
+            assert t_read >= t_back + WORK - SLACK, (
+                f"{way}: released {t_read - t_back:.3f}s after the consumer's record"
+            )
+            problems += timing_problems("producer", wait_cost, t_wait, t_back)
+            out[way] = {
+                "producer_wait_cost": wait_cost,
+                "producer_released_after": t_read - t_back,
+                "attempts": attempt + 1,
+            }
+            if not problems:
+                break
+        assert not problems, f"{way}: no attempt out of {ATTEMPTS} proved the ordering: {problems}"
     to_cons.put("done")
     results.put(("producer", out))
     join_all([cons])
@@ -195,10 +224,9 @@ def p2p_consumer(arg_event: Event, to_cons: Any, to_prod: Any, results: Any) -> 
         got = d.cpu()
         t_read = time.monotonic()
         assert_stream_wait_only(delta(before, after), f"{way}: consumer wait")
-        assert wait_cost < HOST_FAST, f"{way}: consumer's wait blocked the host for {wait_cost:.3f}s"
-        assert t_wait < t_start + WORK, f"{way}: wait issued after the producer's work ran: vacuous"
         assert torch.equal(got, torch.full((N,), v)), f"{way}: consumer read {got[:4]} before the producer's fill"
         assert t_read >= t_start + WORK - SLACK, f"{way}: released {t_read - t_start:.3f}s after the work began"
+        problems = timing_problems("consumer", wait_cost, t_wait, t_start)
 
         # Record back on a stream of the event's device, behind slow work and a write into t.
         dev = ev.device.index
@@ -211,8 +239,9 @@ def p2p_consumer(arg_event: Event, to_cons: Any, to_prod: Any, results: Any) -> 
             else:
                 t.copy_(torch.full((N,), -v, device=f"npu:{dev}"))  # cross-device, ordered with sb
             ev.record(sb)
-        assert time.monotonic() - t_back < HOST_FAST, f"{way}: record back blocked the host"
-        to_prod.put(("back", t_back))
+        if time.monotonic() - t_back >= HOST_FAST:
+            problems.append("consumer: record back took long")
+        to_prod.put(("back", t_back, problems))
         out[way] = {"consumer_wait_cost": wait_cost, "consumer_released_after": t_read - t_start, "device": dev}
     results.put(("consumer", out))
 
@@ -228,6 +257,7 @@ def test_two_way_handshake_every_way() -> None:
     ways = PLUGIN_WAYS if os.environ.get(NO_NATIVE_ENV) == "1" else PLUGIN_WAYS + NATIVE_WAYS
     assert sorted(got["producer"]) == sorted(ways)
     assert sorted(got["consumer"]) == sorted(ways)
+    print("attempts per way:", {w: got["producer"][w]["attempts"] for w in ways})
     # Opened from handle bytes on npu:1: the consumer recorded back on npu:1 (cross-device both ways).
     assert got["consumer"]["handle"]["device"] == 1
     assert got["consumer"]["queue"]["device"] == 0
@@ -264,7 +294,9 @@ def fan_producer(results: Any) -> None:
         assert recv(back_q, cons) == "ready"
 
     waits = []
-    for r in range(ROUNDS):
+    clean, r, seen = 0, 0, []
+    while clean < ROUNDS:  # rounds whose timing proved nothing are repeated (see ATTEMPTS)
+        assert r < ROUNDS + ATTEMPTS - 1, f"only {clean} of {r} rounds proved the ordering: {seen}"
         v = float(r + 1)
         t_start = time.monotonic()
         aclsim.sleep(s0.npu_stream, WORK)
@@ -274,10 +306,11 @@ def fan_producer(results: Any) -> None:
             payload = None if k == 1 else ev if k == 2 else ev.ipc_handle()
             q.put((payload, v, t_start))
         backs = [recv(back_q, cons) for _ in qs]
+        problems = [p for b in backs for p in b[3]]
         before = aclsim.counters()
         t_wait = time.monotonic()
-        for _k, back, _t in backs:
-            assert type(back) is Event and back.device.index == _k
+        for k, back, _, _ in backs:
+            assert type(back) is Event and back.device.index == k
             back.wait(s0)  # an event of npu:k, waited on by npu:0
         wait_cost = time.monotonic() - t_wait
         assert_stream_wait_only(delta(before, aclsim.counters()), "producer wait on the back events")
@@ -285,15 +318,19 @@ def fan_producer(results: Any) -> None:
         t_read = time.monotonic()
         expect = torch.tensor([0.0] + [-(10 * v + k) for k in qs])
         assert torch.equal(got, expect), f"round {r}: producer read {got}, expected {expect}"
-        last_back = max(tb for _, _, tb in backs)
-        assert wait_cost < HOST_FAST, wait_cost
-        assert t_wait < last_back + WORK, "waits issued after the consumers' work ran: vacuous"
+        last_back = max(b[2] for b in backs)
         assert t_read >= last_back + WORK - SLACK, f"released {t_read - last_back:.3f}s after the last record"
+        problems += timing_problems("producer", wait_cost, t_wait, last_back)
+        if problems:
+            seen.append(problems)
+        else:
+            clean += 1
         waits.append(wait_cost)
+        r += 1
         del backs
     for q in qs.values():
         q.put("done")
-    results.put(("producer", {"wait_costs": waits}))
+    results.put(("producer", {"wait_costs": waits, "repeated_rounds": seen}))
     join_all(cons)
 
 
@@ -306,8 +343,8 @@ def fan_consumer(k: int, arg_event: Event | None, q: Any, back_q: Any, results: 
     back = Event(interprocess=True)
     back_q.put("ready")
     costs = []
-    for r in range(ROUNDS):
-        payload, v, t_start = q.get(timeout=60)
+    while (msg := q.get(timeout=60)) != "done":
+        payload, v, t_start = msg
         if k == 1:
             assert arg_event is not None
             ev = arg_event
@@ -322,18 +359,16 @@ def fan_consumer(k: int, arg_event: Event | None, q: Any, back_q: Any, results: 
         assert_stream_wait_only(delta(before, aclsim.counters()), f"consumer {k} wait")
         got = t.to(f"npu:{k}").cpu()
         t_read = time.monotonic()
-        assert cost < HOST_FAST, f"consumer {k}: wait blocked the host for {cost:.3f}s"
-        assert t_wait < t_start + WORK, f"consumer {k}: wait issued after the producer's work ran: vacuous"
-        assert torch.equal(got, torch.full((N,), v)), f"consumer {k} round {r}: read {got[:4]}"
+        assert torch.equal(got, torch.full((N,), v)), f"consumer {k}, value {v}: read {got[:4]}"
         assert t_read >= t_start + WORK - SLACK, f"consumer {k}: released after {t_read - t_start:.3f}s"
+        problems = timing_problems(f"consumer {k}", cost, t_wait, t_start)
         costs.append(cost)
         # Record back (on npu:k) behind slow work and a cross-device write into u[k].
         t_back = time.monotonic()
         aclsim.sleep(sk.npu_stream, WORK)
         u[k : k + 1].copy_(torch.full((1,), -(10 * v + k), device=f"npu:{k}"))
         back.record(sk)
-        back_q.put((k, back, t_back))  # the consumer's own event, consumer -> producer through a Queue
-    assert q.get(timeout=60) == "done"
+        back_q.put((k, back, t_back, problems))  # the consumer's own event, consumer -> producer via a Queue
     results.put((f"consumer{k}", {"wait_costs": costs}))
 
 
@@ -346,6 +381,7 @@ def test_one_producer_three_consumers() -> None:
     got = dict(recv(results, [prod], timeout=120) for _ in range(CONSUMERS + 1))
     join_all([prod])
     assert sorted(got) == ["consumer1", "consumer2", "consumer3", "producer"]
+    print("repeated rounds:", got["producer"]["repeated_rounds"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,7 +582,8 @@ def lifetime_worker(results: Any) -> None:
     _C._event_collect(False)
     assert pending() == 1 and destroyed() == 0, _C._event_stats()
     assert delta(c0, aclsim.counters()).get("ipc_event_destroy", 0) == 0, "destroyed with a wait pending"
-    s1.synchronize()  # the wait drained (and the record before it)
+    s1.synchronize()  # the wait drained ...
+    s0.synchronize()  # ... and so did the fence queued right behind the record
     _C._event_collect(False)
     assert pending() == 0 and destroyed() == 1, _C._event_stats()
     assert delta(c0, aclsim.counters()).get("ipc_event_destroy", 0) == 1
@@ -554,6 +591,7 @@ def lifetime_worker(results: Any) -> None:
     # 2. A pending wait on a stream of another device (the record already ran).
     ev = Event(interprocess=True)
     ev.record(s0)
+    s0.synchronize()  # only the wait is left pending
     with torch.npu.device(2):
         s2 = torch.npu.current_stream()
         aclsim.sleep(s2.npu_stream, WORK)  # the wait is queued behind this
