@@ -10,5 +10,6 @@ PYBIND11_MODULE(_C, m) {
         "Path of the libascendcl.so whose functions the plugin calls.");
   torch_npu_ipc::bind_events(m);
   torch_npu_ipc::bind_streams(m);
+  torch_npu_ipc::bind_copies(m);
   torch_npu_ipc::bind_sharing(m);
 }

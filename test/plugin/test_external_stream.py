@@ -125,6 +125,17 @@ def floats(t: torch.Tensor) -> list[float]:
     return t.cpu().tolist()
 
 
+def made(t: torch.Tensor) -> torch.Tensor:
+    """Wait until ``t``'s producing op (queued on the default stream) is done, then return it.
+
+    Tensors are created on the default stream; another stream (the external
+    one, its proxy, a side stream) that reads them without ordering races
+    with the fill, exactly as on CUDA. The tests order them explicitly.
+    """
+    torch.npu.synchronize()
+    return t
+
+
 # ---------------------------------------------------------------- validation
 @pytest.mark.parametrize("bad", [0, None])
 def test_null_pointer_is_value_error(bad: object) -> None:
@@ -219,7 +230,7 @@ def test_device_is_respected(impl: str, other: OtherLib) -> None:
     try:
         ext = torch_npu_ipc.ExternalStream(ptr, device=1)
         assert ext.device == torch.device("npu", 1) and ext.device_index == 1
-        x = torch.arange(8, dtype=torch.float32, device="npu:1")
+        x = made(torch.arange(8, dtype=torch.float32, device="npu:1"))
         with torch.npu.device(1), torch.npu.stream(ext):
             y = x * 3
         ext.synchronize()
@@ -246,7 +257,7 @@ def test_ops_run_on_the_stream_ordered_with_foreign_work(impl: str, raw: int, ot
     assert time.monotonic() - t < WORK / 2, "launching on the external stream blocked the host"
     # hand back to the other library: its copy out must see z
     ext.fence()
-    out = torch.full((n,), -1.0, device="npu:0")
+    out = made(torch.full((n,), -1.0, device="npu:0"))
     other.copy_async(out.data_ptr(), z.data_ptr(), n * 4, D2D, raw)
     other.sync(raw)
     assert time.monotonic() - t >= WORK - 0.02
@@ -257,7 +268,7 @@ def test_ops_run_on_the_stream_ordered_with_foreign_work(impl: str, raw: int, ot
 
 def test_set_stream_runs_ops_on_it(impl: str, raw: int) -> None:
     ext = torch_npu_ipc.ExternalStream(raw)
-    x = torch.ones(4, device="npu:0")
+    x = made(torch.ones(4, device="npu:0"))
     torch.npu.set_stream(ext)
     try:
         y = x.add(1)
@@ -273,7 +284,7 @@ def test_synchronize_and_query(impl: str, raw: int) -> None:
     ext = torch_npu_ipc.ExternalStream(raw)
     ext.synchronize()
     assert ext.query()
-    x = torch.ones(1024, device="npu:0")
+    x = made(torch.ones(1024, device="npu:0"))
     aclsim.sleep(raw, WORK)
     with torch.npu.stream(ext):
         y = x + 1
@@ -290,7 +301,7 @@ def test_synchronize_and_query(impl: str, raw: int) -> None:
 @pytest.mark.parametrize("interprocess", [False, True])
 def test_event_recorded_on_ext_orders_a_torch_stream(impl: str, raw: int, interprocess: bool) -> None:
     ext = torch_npu_ipc.ExternalStream(raw)
-    x = torch.zeros(8, device="npu:0")
+    x = made(torch.zeros(8, device="npu:0"))
     aclsim.sleep(raw, WORK)
     with torch.npu.stream(ext):
         x.add_(5)
@@ -335,7 +346,7 @@ def test_timing_event_on_ext(impl: str, raw: int) -> None:
 def test_ext_waits_for_event(impl: str, raw: int, other: OtherLib, kind: str) -> None:
     """ext waits for work on a busy torch stream: torch ops and the other library's copy both see it."""
     s = torch.npu.Stream()
-    x = torch.zeros(8, device="npu:0")
+    x = made(torch.zeros(8, device="npu:0"))
     aclsim.sleep(s.npu_stream, WORK)
     with torch.npu.stream(s):
         x.add_(7)
@@ -353,7 +364,7 @@ def test_ext_waits_for_event(impl: str, raw: int, other: OtherLib, kind: str) ->
     with torch.npu.stream(ext):
         y = x + 1
     ext.fence()
-    out = torch.zeros(8, device="npu:0")
+    out = made(torch.zeros(8, device="npu:0"))
     other.copy_async(out.data_ptr(), x.data_ptr(), 32, D2D, raw)
     ext.synchronize()
     assert floats(y) == [8.0] * 8
@@ -364,7 +375,7 @@ def test_ext_waits_for_event(impl: str, raw: int, other: OtherLib, kind: str) ->
 def test_wait_stream_both_ways(impl: str, raw: int) -> None:
     ext = torch_npu_ipc.ExternalStream(raw)
     s = torch.npu.Stream()
-    x = torch.zeros(8, device="npu:0")
+    x = made(torch.zeros(8, device="npu:0"))
     aclsim.sleep(raw, WORK)
     with torch.npu.stream(ext):
         x.add_(1)

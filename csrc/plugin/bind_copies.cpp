@@ -1,0 +1,43 @@
+// Python bindings of the event-synchronized cross-device copy.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "copy_barrier.h"
+
+namespace py = pybind11;
+
+namespace torch_npu_ipc {
+namespace {
+
+CopyMode mode_of(bool synchronize) { return synchronize ? CopyMode::kSynchronize : CopyMode::kEvents; }
+
+}  // namespace
+
+void bind_copies(py::module_& m) {
+  m.def(
+      "_copies_enable", [](bool synchronize) { copies_enable(mode_of(synchronize)); }, py::arg("synchronize") = false,
+      "Hook the event-barrier cross-device copy into aten::copy_ / aten::_to_copy (PrivateUse1).");
+  m.def("_copies_disable", &copies_disable, "Remove the hook: torch_npu's own copy kernels run again.");
+  m.def("_copies_enabled", &copies_enabled);
+  m.def("_copies_mode",
+        [] { return std::string(copies_mode() == CopyMode::kSynchronize ? "synchronize" : "events"); });
+  m.def("_copies_event_unsupported_reason", &copies_event_unsupported_reason,
+        "Why cross-device copies cannot use events in this process ('' when they can).");
+  m.def("_copies_stats", [] {
+    CopyStats s = copies_stats();
+    py::dict d;
+    d["event_copies"] = s.event_copies;
+    d["sync_copies"] = s.sync_copies;
+    d["delegated"] = s.delegated;
+    return d;
+  });
+  m.def("_copies_reset_stats", &copies_reset_stats);
+  m.def(
+      "_cross_device_copy",
+      [](const at::Tensor& dst, const at::Tensor& src, bool synchronize) {
+        cross_device_copy(dst, src, mode_of(synchronize));
+      },
+      py::arg("dst"), py::arg("src"), py::arg("synchronize") = false);
+}
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,395 @@
+#include "copy_barrier.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "acl_device_guard.h"
+#include "acl_table.h"
+#include "event_manager.h"
+#include "ipc_event.h"
+#include "npu_stream.h"
+#include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
+#include "torch_npu/csrc/core/npu/NPUFormat.h"
+#include "torch_npu/csrc/core/npu/NPUStream.h"
+
+namespace torch_npu_ipc {
+namespace {
+
+constexpr c10::DeviceType kNpu = c10::DeviceType::PrivateUse1;
+constexpr int kMaxDevices = 64;
+
+// ------------------------------------------------------------------ state
+
+struct Natives {
+  c10::OperatorHandle copy_op;
+  c10::SafeKernelFunction copy;
+  c10::OperatorHandle to_copy_op;
+  c10::SafeKernelFunction to_copy;
+};
+
+struct Hook {
+  std::mutex mu;
+  std::unique_ptr<torch::Library> lib;
+  std::shared_ptr<const Natives> natives;  // read with std::atomic_load
+  std::atomic<int> mode{static_cast<int>(CopyMode::kEvents)};
+};
+
+Hook& hook() {
+  // Leaked on purpose: the Library must not deregister during static
+  // destruction while torch's dispatcher may already be gone.
+  static Hook* h = std::make_unique<Hook>().release();
+  return *h;
+}
+
+struct Stats {
+  std::atomic<uint64_t> event_copies{0};
+  std::atomic<uint64_t> sync_copies{0};
+  std::atomic<uint64_t> delegated{0};
+};
+
+Stats& stats() {
+  static Stats s;
+  return s;
+}
+
+// Peer access, enabled once per unordered device pair: 0 unknown, 1 on,
+// -1 impossible (the copy is then left to torch_npu).
+std::array<std::atomic<int8_t>, kMaxDevices * kMaxDevices>& peer_state() {
+  static std::array<std::atomic<int8_t>, kMaxDevices * kMaxDevices> state{};
+  return state;
+}
+std::mutex peer_mu;
+
+bool ensure_peer_access(c10::DeviceIndex s, c10::DeviceIndex d) {
+  if (s < 0 || d < 0 || s >= kMaxDevices || d >= kMaxDevices) return false;
+  auto& cell = peer_state()[std::min(s, d) * kMaxDevices + std::max(s, d)];
+  int8_t v = cell.load(std::memory_order_acquire);
+  if (v != 0) return v > 0;
+  std::lock_guard<std::mutex> lock(peer_mu);
+  v = cell.load(std::memory_order_relaxed);
+  if (v != 0) return v > 0;
+  const AclTable& t = acl();
+  int8_t result = -1;
+  if (t.DeviceCanAccessPeer != nullptr && t.DeviceEnablePeerAccess != nullptr && t.MemcpyAsync != nullptr) {
+    int32_t can_sd = 0;
+    int32_t can_ds = 0;
+    if (t.DeviceCanAccessPeer(&can_sd, s, d) == ACL_SUCCESS && t.DeviceCanAccessPeer(&can_ds, d, s) == ACL_SUCCESS &&
+        can_sd != 0 && can_ds != 0) {
+      // Both directions: the copy may go either way later. A failure here
+      // usually means it is enabled already (torch_npu enables it for its
+      // own copies); a real refusal surfaces as the memcpy's error.
+      {
+        AclDeviceGuard guard(s);
+        (void)t.DeviceEnablePeerAccess(d, 0);
+      }
+      {
+        AclDeviceGuard guard(d);
+        (void)t.DeviceEnablePeerAccess(s, 0);
+      }
+      result = 1;
+    }
+  }
+  cell.store(result, std::memory_order_release);
+  return result > 0;
+}
+
+// Whether pooled IPC events work here; the first failure is remembered.
+std::mutex reason_mu;
+std::string event_reason;                 // guarded by reason_mu
+std::atomic<bool> event_probed{false};    // static checks done
+std::atomic<bool> events_broken{false};
+
+void mark_events_broken(const std::string& why) {
+  std::lock_guard<std::mutex> lock(reason_mu);
+  if (event_reason.empty()) event_reason = why;
+  events_broken.store(true, std::memory_order_release);
+}
+
+void probe_events_once() {
+  if (event_probed.load(std::memory_order_acquire)) return;
+  const AclTable& t = acl();
+  const char* missing = t.CreateEventExWithFlag == nullptr ? "aclrtCreateEventExWithFlag"
+                        : t.IpcGetEventHandle == nullptr   ? "aclrtIpcGetEventHandle"
+                        : t.RecordEvent == nullptr         ? "aclrtRecordEvent"
+                        : t.StreamWaitEvent == nullptr     ? "aclrtStreamWaitEvent"
+                                                           : nullptr;
+  if (missing != nullptr) {
+    mark_events_broken(std::string(missing) +
+                       " is missing from libascendcl.so; cross-device copies synchronize the streams instead. "
+                       "Upgrade the CANN toolkit (8.3 or newer) and the NPU driver (HDK 25.0 or newer).");
+  }
+  event_probed.store(true, std::memory_order_release);
+}
+
+// ------------------------------------------------------------ the copy
+
+bool base_format(const at::Tensor& t) {
+  int64_t f = at_npu::native::get_npu_format(t);
+  return f == ACL_FORMAT_ND || f == ACL_FORMAT_NCHW || f == ACL_FORMAT_NHWC || f == ACL_FORMAT_NCDHW;
+}
+
+bool plain_npu(const at::Tensor& t) {
+  return t.defined() && t.device().type() == kNpu && t.layout() == at::kStrided && !t.is_quantized() &&
+         !t.is_conj() && !t.is_neg() && base_format(t);
+}
+
+void record_use(const at::Tensor& t, const c10_npu::NPUStream& stream) {
+  // The allocator defers reuse of t's block until the work queued on
+  // `stream` so far ran (a no-op when `stream` is the block's own).
+  const c10::DataPtr& ptr = t.storage().data_ptr();
+  if (ptr.get() != nullptr) c10_npu::NPUCachingAllocator::recordStream(ptr, stream);
+}
+
+void memcpy_d2d(const c10_npu::NPUStream& stream, void* dst, const void* src, size_t bytes) {
+  auto copy = NPU_IPC_ACL(MemcpyAsync, "Cross-device copies");
+  AclDeviceGuard guard(stream.device_index());
+  aclrtStream raw = drained(stream);
+  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
+  check(copy(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, raw), "aclrtMemcpyAsync(DEVICE_TO_DEVICE)");
+}
+
+void synchronize(const c10_npu::NPUStream& stream) {
+  auto sync = NPU_IPC_ACL(SynchronizeStream, "Cross-device copies");
+  AclDeviceGuard guard(stream.device_index());
+  aclrtStream raw = drained(stream);
+  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
+  check(sync(raw), "aclrtSynchronizeStream");
+}
+
+// The event barrier around one transfer; false when events failed before
+// anything was issued (the caller then synchronizes instead).
+bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream& dst_stream, void* dst,
+                  const void* src, size_t bytes) {
+  std::shared_ptr<IpcEvent> dst_ready;
+  std::shared_ptr<IpcEvent> copied;
+  try {
+    dst_ready = EventManager::get().acquire(dst_stream.device_index());
+    copied = EventManager::get().acquire(src_stream.device_index());
+  } catch (const c10::Error& e) {
+    mark_events_broken(std::string("interprocess events are unusable (") + e.what_without_backtrace() +
+                       "); cross-device copies synchronize the streams instead");
+    return false;
+  }
+  // One drain per stream, then raw calls on the pooled events: a pooled
+  // event is held exclusively until released and never destroyed while
+  // pooled, so IpcEvent's per-use fences (kept for deferred destruction of
+  // dropped events) are not needed here and would double the ACL calls.
+  const AclTable& t = acl();
+  aclrtStream raw_dst = nullptr;
+  {
+    AclDeviceGuard guard(dst_stream.device_index());
+    raw_dst = drained(dst_stream);
+    TORCH_CHECK(raw_dst != nullptr, "torch_npu failed to flush its task queue for npu:", int(dst_stream.device_index()));
+    check(t.RecordEvent(dst_ready->raw(), raw_dst), "aclrtRecordEvent");  // dst memory free of earlier work on D ...
+  }
+  {
+    AclDeviceGuard guard(src_stream.device_index());
+    aclrtStream raw_src = drained(src_stream);
+    TORCH_CHECK(raw_src != nullptr, "torch_npu failed to flush its task queue for npu:", int(src_stream.device_index()));
+    check(t.StreamWaitEvent(raw_src, dst_ready->raw()), "aclrtStreamWaitEvent");  // ... before S's stream writes it
+    check(t.MemcpyAsync(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, raw_src),
+          "aclrtMemcpyAsync(DEVICE_TO_DEVICE)");
+    check(t.RecordEvent(copied->raw(), raw_src), "aclrtRecordEvent");
+  }
+  AclDeviceGuard guard(dst_stream.device_index());
+  check(t.StreamWaitEvent(raw_dst, copied->raw()), "aclrtStreamWaitEvent");  // later work on D sees the data
+  return true;
+}
+
+bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() && a.sizes().equals(b.sizes()) && a.strides().equals(b.strides());
+}
+
+// ------------------------------------------------------------- kernels
+
+std::shared_ptr<const Natives> natives() { return std::atomic_load(&hook().natives); }
+
+CopyMode current_mode() { return static_cast<CopyMode>(hook().mode.load(std::memory_order_relaxed)); }
+
+c10::DeviceIndex current_npu() { return c10::impl::getDeviceGuardImpl(kNpu)->getDevice().index(); }
+
+void delegate(const c10::SafeKernelFunction& fn, const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+              torch::jit::Stack* stack) {
+  stats().delegated.fetch_add(1, std::memory_order_relaxed);
+  fn.callBoxed(op, ks, stack);
+}
+
+// aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
+void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  auto n = natives();
+  const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
+  const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
+  const bool cross = self.device().type() == kNpu && src.device().type() == kNpu &&
+                     self.device().index() != src.device().index();
+  // Raised here rather than by torch_npu's kernel, whose error would
+  // surface from its task queue and stop it.
+  TORCH_CHECK(!cross || at::is_expandable_to(src.sizes(), self.sizes()), "copy_: the source's shape ", src.sizes(),
+              " cannot be broadcast to the destination's shape ", self.sizes());
+  bool ours = cross && plain_npu(self) && plain_npu(src) && at::has_internal_overlap(self) != at::MemOverlap::Yes &&
+              ensure_peer_access(src.device().index(), self.device().index());
+  if (!ours) return delegate(n->copy, op, ks, stack);
+  cross_device_copy(self, src, current_mode());
+  torch::jit::drop(*stack, 3);
+  torch::jit::push(*stack, self);
+}
+
+// aten::_to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device,
+//                bool? pin_memory, bool non_blocking, MemoryFormat? memory_format) -> Tensor
+void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  auto n = natives();
+  auto args = torch::jit::last(*stack, 7);
+  const at::Tensor self = args[0].toTensor();
+  auto device = args[3].toOptional<at::Device>();
+  bool ours = device.has_value() && device->type() == kNpu && self.device().type() == kNpu;
+  c10::DeviceIndex target = -1;
+  if (ours) {
+    target = device->has_index() ? device->index() : current_npu();
+    auto layout = args[2].toOptional<at::Layout>();
+    auto pin = args[4].toOptional<bool>();
+    ours = target != self.device().index() && (!layout.has_value() || *layout == at::kStrided) &&
+           !(pin.has_value() && *pin) && plain_npu(self) && ensure_peer_access(self.device().index(), target);
+  }
+  if (!ours) return delegate(n->to_copy, op, ks, stack);
+
+  auto dtype = args[1].toOptional<at::ScalarType>().value_or(self.scalar_type());
+  auto memory_format = args[6].toOptional<at::MemoryFormat>().value_or(at::MemoryFormat::Preserve);
+  auto options = self.options().dtype(dtype).device(at::Device(kNpu, target));
+  at::Tensor result;
+  // As at::native::_to_copy: a dense source keeps its strides.
+  if (memory_format == at::MemoryFormat::Preserve && self.is_non_overlapping_and_dense()) {
+    result = at::empty_strided(self.sizes(), self.strides(), options);
+  } else {
+    if (memory_format == at::MemoryFormat::Preserve) memory_format = self.suggest_memory_format();
+    result = at::empty(self.sizes(), options.memory_format(memory_format));
+  }
+  cross_device_copy(result, self, current_mode());
+  torch::jit::drop(*stack, 7);
+  torch::jit::push(*stack, std::move(result));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ public API
+
+void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mode) {
+  TORCH_CHECK_VALUE(dst.device().type() == kNpu && src.device().type() == kNpu,
+                    "cross_device_copy copies between NPU tensors, got ", src.device(), " -> ", dst.device());
+  const c10::DeviceIndex s = src.device().index();
+  const c10::DeviceIndex d = dst.device().index();
+  TORCH_CHECK_VALUE(s != d, "cross_device_copy needs two different devices, got npu:", int(s), " twice");
+  TORCH_CHECK_VALUE(at::is_expandable_to(src.sizes(), dst.sizes()), "source of shape ", src.sizes(),
+                    " cannot be broadcast to the destination's shape ", dst.sizes());
+  if (dst.numel() == 0) return;
+  TORCH_CHECK(ensure_peer_access(s, d), "npu:", int(s), " and npu:", int(d), " cannot access each other's memory");
+
+  const c10_npu::NPUStream src_stream = c10_npu::getCurrentNPUStream(s);
+  const c10_npu::NPUStream dst_stream = c10_npu::getCurrentNPUStream(d);
+
+  // What crosses the link: `a` (dense, on S) into `b` (same layout, on D).
+  // A cast runs on S when it shrinks the data, else on D after the copy.
+  const bool cast_before = src.scalar_type() != dst.scalar_type() &&
+                           c10::elementSize(dst.scalar_type()) < c10::elementSize(src.scalar_type());
+  at::Tensor a = src;
+  if (cast_before) {
+    a = at::empty_like(src, src.options().dtype(dst.scalar_type()), at::MemoryFormat::Preserve);
+    a.copy_(src);  // same device: torch_npu's kernel on S's current stream
+  } else if (!src.is_non_overlapping_and_dense()) {
+    a = src.contiguous();
+  }
+  const bool direct = same_layout(a, dst) && dst.is_non_overlapping_and_dense();
+  at::Tensor b = direct ? dst : at::empty_strided(a.sizes(), a.strides(), dst.options().dtype(a.scalar_type()));
+  const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
+
+  probe_events_once();
+  bool done = false;
+  if (mode == CopyMode::kEvents && !events_broken.load(std::memory_order_acquire)) {
+    done = barrier_copy(src_stream, dst_stream, b.data_ptr(), a.const_data_ptr(), bytes);
+    if (done) stats().event_copies.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (!done) {
+    synchronize(dst_stream);  // dst memory free of earlier work on D
+    memcpy_d2d(src_stream, b.data_ptr(), a.const_data_ptr(), bytes);
+    synchronize(src_stream);  // the data landed before D's stream goes on
+    stats().sync_copies.fetch_add(1, std::memory_order_relaxed);
+  }
+  // The transfer ran on S's stream: keep both blocks from being reused by
+  // their own streams before it did.
+  record_use(a, src_stream);
+  record_use(b, src_stream);
+  if (!direct) dst.copy_(b);  // same device: cast / broadcast / strides on D's current stream
+}
+
+void copies_enable(CopyMode mode) {
+  Hook& h = hook();
+  std::lock_guard<std::mutex> lock(h.mu);
+  h.mode.store(static_cast<int>(mode), std::memory_order_relaxed);
+  if (h.lib != nullptr) return;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  auto copy_op = dispatcher.findSchemaOrThrow("aten::copy_", "");
+  auto to_copy_op = dispatcher.findSchemaOrThrow("aten::_to_copy", "");
+  TORCH_CHECK(copy_op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
+                  to_copy_op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1),
+              "torch_npu registered no PrivateUse1 kernel for aten::copy_ / aten::_to_copy; "
+              "cross-device copies cannot be hooked");
+  // torch_npu's kernels, captured before ours shadow them.
+  std::atomic_store(&h.natives, std::shared_ptr<const Natives>(std::make_shared<Natives>(
+                                    Natives{copy_op, copy_op.getComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1),
+                                            to_copy_op,
+                                            to_copy_op.getComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1)})));
+  // The dispatcher warns when a kernel shadows another one; here that is
+  // the point, so keep the warning out of the user's log.
+  struct Quiet : c10::WarningHandler {
+    void process(const c10::Warning&) override {}
+  } quiet;
+  c10::WarningUtils::WarningHandlerGuard guard(&quiet);
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
+                                              __LINE__);
+  lib->impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copy_kernel>());
+  lib->impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&to_copy_kernel>());
+  h.lib = std::move(lib);
+}
+
+void copies_disable() {
+  Hook& h = hook();
+  std::lock_guard<std::mutex> lock(h.mu);
+  h.lib.reset();  // deregisters: torch_npu's kernels are the computed ones again
+}
+
+bool copies_enabled() {
+  Hook& h = hook();
+  std::lock_guard<std::mutex> lock(h.mu);
+  return h.lib != nullptr;
+}
+
+CopyMode copies_mode() { return current_mode(); }
+
+std::string copies_event_unsupported_reason() {
+  probe_events_once();
+  std::lock_guard<std::mutex> lock(reason_mu);
+  return event_reason;
+}
+
+CopyStats copies_stats() {
+  CopyStats s;
+  s.event_copies = stats().event_copies.load();
+  s.sync_copies = stats().sync_copies.load();
+  s.delegated = stats().delegated.load();
+  return s;
+}
+
+void copies_reset_stats() {
+  stats().event_copies = 0;
+  stats().sync_copies = 0;
+  stats().delegated = 0;
+}
+
+}  // namespace torch_npu_ipc

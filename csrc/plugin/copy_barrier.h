@@ -1,0 +1,62 @@
+// Cross-device copies between NPUs, ordered by a two-way event barrier.
+//
+// dst.copy_(src) / src.to(dst_device) with src on npu:S and dst on npu:D
+// (S != D) run as:
+//
+//   E1 = pooled IPC event of D, recorded on D's current stream
+//   S's current stream waits on E1      (dst memory is free of earlier work)
+//   aclrtMemcpyAsync(D2D) on S's current stream
+//   E2 = pooled IPC event of S, recorded on S's current stream
+//   D's current stream waits on E2      (later work on D sees the data)
+//
+// and the host never blocks on a stream. Non-contiguous sources are made
+// dense on S, dtype casts run on the side that moves fewer bytes, and
+// broadcasting / non-contiguous destinations are finished on D's current
+// stream after the barrier. Where IPC events are unusable the copy falls
+// back to synchronizing the two streams from the host.
+//
+// The copy is hooked into the dispatcher by registering boxed kernels for
+// aten::copy_ and aten::_to_copy under the PrivateUse1 key (a torch::Library
+// owned by this module). Every call that is not an NPU -> other-NPU copy is
+// handed to the kernel torch_npu had registered, captured before ours was
+// installed (c10::SafeKernelFunction). Disabling destroys the Library, which
+// restores torch_npu's kernels in the dispatcher.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+
+namespace torch_npu_ipc {
+
+enum class CopyMode : int {
+  kEvents = 0,       // two-way event barrier (default)
+  kSynchronize = 1,  // host synchronizes the two streams (fallback / forced)
+};
+
+struct CopyStats {
+  uint64_t event_copies = 0;  // cross-device copies done with the event barrier
+  uint64_t sync_copies = 0;   // cross-device copies done with stream synchronize
+  uint64_t delegated = 0;     // calls handed to torch_npu's own kernel
+};
+
+// Installs the dispatcher hook (idempotent) in `mode`.
+void copies_enable(CopyMode mode);
+// Removes the hook: torch_npu's own kernels run again.
+void copies_disable();
+bool copies_enabled();
+CopyMode copies_mode();
+
+// Why the event barrier cannot be used in this process ("" when it can).
+// Probed lazily; forces the synchronize path when non-empty.
+std::string copies_event_unsupported_reason();
+
+CopyStats copies_stats();
+void copies_reset_stats();
+
+// Copies `src` (NPU) into `dst` (NPU, another device) as described above.
+// Shapes must be broadcastable (src to dst). Independent of the hook.
+void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mode);
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,503 @@
+"""Cross-device Tensor.to() / copy_() synchronized by a two-way event barrier (issue 5), on aclsim.
+
+Every ordering claim is made against simulated device work
+(``aclsim.sleep``) queued on the stream that must be waited for, while the
+simulator's counters prove that the host never synchronized a stream.
+CI runs the whole suite under ``TASK_QUEUE_ENABLE=0``, ``1`` and ``2``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+
+import aclsim
+import torch_npu_ipc
+from torch_npu_ipc import copies
+
+pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)")
+
+WORK = 0.3  # simulated device time the copy must be ordered after
+HOST_FAST = WORK / 2  # a call that took this long blocked the host
+HOST_SYNCS = ("aclrtSynchronizeStream", "aclrtSynchronizeEvent", "aclrtSynchronizeDevice")
+N = 1000
+
+
+@pytest.fixture(autouse=True)
+def _hook_on() -> Iterator[None]:
+    """Each test starts with the event-barrier hook installed and idle devices; restores it after."""
+    if torch.npu.device_count() < 2:
+        pytest.skip("needs two NPUs")
+    for d in range(2):
+        torch.zeros(1, device=f"npu:{d}")  # initializes the device and its streams
+    copies.enable()
+    torch.npu.synchronize(0)
+    torch.npu.synchronize(1)
+    yield
+    copies.enable()
+    torch.npu.synchronize(0)
+    torch.npu.synchronize(1)
+
+
+def slow(device: int, seconds: float = WORK) -> None:
+    """Queue ``seconds`` of device work on ``device``'s current stream (ordered after its queued work)."""
+    aclsim.sleep(torch.npu.current_stream(device).npu_stream, seconds)
+
+
+def written_slowly(device: int, values: torch.Tensor) -> torch.Tensor:
+    """A tensor on ``device`` whose final contents (``values``) are written behind WORK of device time."""
+    t = torch.zeros(values.shape, dtype=values.dtype, device=f"npu:{device}")
+    v = values.to(t.device)
+    slow(device)
+    t.add_(v)  # runs once the sleep is over
+    return t
+
+
+def host_syncs() -> dict[str, int]:
+    c = aclsim.counters()
+    return {k: c[k] for k in HOST_SYNCS}
+
+
+class NoHostSync:
+    """Context manager asserting the body made no host synchronization and returned quickly."""
+
+    def __enter__(self) -> NoHostSync:
+        self.before = host_syncs()
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.elapsed = time.perf_counter() - self.t0
+        if exc[0] is not None:
+            return
+        after = host_syncs()
+        diff = {k: after[k] - self.before[k] for k in HOST_SYNCS if after[k] != self.before[k]}
+        assert not diff, f"the host synchronized: {diff}"
+        assert self.elapsed < HOST_FAST, f"the host blocked for {self.elapsed:.3f}s"
+
+
+def values(n: int = N, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return (torch.arange(n, dtype=torch.float64) % 251 + 1).to(dtype)
+
+
+DIRECTIONS = [(0, 1), (1, 0)]
+
+
+# ------------------------------------------------------------------------ the barrier, both halves
+@pytest.mark.parametrize(("s", "d"), DIRECTIONS)
+@pytest.mark.parametrize("how", ["to", "to_non_blocking", "copy_"])
+def test_slow_source_copied_at_once(s: int, d: int, how: str) -> None:
+    """The source is written behind slow work on its stream; the copy returns at once and sees the final values."""
+    want = values()
+    x = written_slowly(s, want)
+    dst = torch.empty(N, device=f"npu:{d}") if how == "copy_" else None
+    stats = copies.status()
+    with NoHostSync():
+        if how == "to":
+            y = x.to(f"npu:{d}")
+        elif how == "to_non_blocking":
+            y = x.to(f"npu:{d}", non_blocking=True)
+        else:
+            assert dst is not None
+            y = dst.copy_(x)
+    assert y.device == torch.device("npu", d)
+    assert copies.status()["event_copies"] == stats["event_copies"] + 1
+    assert torch.equal(y.cpu(), want)
+
+
+@pytest.mark.parametrize(("s", "d"), DIRECTIONS)
+def test_destination_later_work_sees_copy(s: int, d: int) -> None:
+    """Work queued on the destination's current stream right after the copy runs after the data landed."""
+    want = values()
+    x = written_slowly(s, want)
+    with NoHostSync():
+        y = x.to(f"npu:{d}")
+        y.mul_(2)
+        z = y + 1
+    assert torch.equal(z.cpu(), want * 2 + 1)
+
+
+@pytest.mark.parametrize(("s", "d"), DIRECTIONS)
+def test_copy_waits_for_destination_readers(s: int, d: int) -> None:
+    """First half of the barrier: the copy must not overwrite dst before earlier work on dst's stream read it."""
+    old = values() * 3
+    dst = old.to(f"npu:{d}")
+    src = values().to(f"npu:{s}")
+    torch.npu.synchronize(d)
+    with NoHostSync():
+        slow(d)
+        snapshot = dst.clone()  # reads dst behind WORK of device time on d
+        dst.copy_(src)
+    assert torch.equal(snapshot.cpu(), old)
+    assert torch.equal(dst.cpu(), values())
+
+
+def test_no_host_sync_counters_during_many_copies() -> None:
+    """Counters over a batch of copies: events waited on by streams, the copies inter-device, no synchronize."""
+    x = values().to("npu:0")
+    torch.npu.synchronize(0)
+    before = aclsim.counters()
+    ys = [x.to("npu:1") for _ in range(10)]
+    torch.npu.current_stream(1).npu_stream  # noqa: B018  (drains the queue: counters are up to date)
+    after = aclsim.counters()
+    d = {k: after[k] - before[k] for k in after}
+    assert d["aclrtSynchronizeStream"] == 0, d
+    assert d["aclrtStreamWaitEvent"] >= 20, d
+    assert d["memcpy_inter_device"] == 10, d
+    for y in ys:
+        assert torch.equal(y.cpu(), values())
+
+
+# ------------------------------------------------------------------------------- casts and layouts
+CASTS = [
+    (torch.float32, torch.float16),  # shrinks: cast on the source before the transfer
+    (torch.float16, torch.float32),  # grows: cast on the destination after it
+    (torch.float32, torch.int32),  # same size: cast after
+    (torch.int32, torch.float32),
+    (torch.float32, torch.bfloat16),
+    (torch.int64, torch.int32),
+]
+
+
+@pytest.mark.parametrize(("src_dtype", "dst_dtype"), CASTS, ids=lambda t: str(t).replace("torch.", ""))
+@pytest.mark.parametrize(("s", "d"), DIRECTIONS)
+def test_dtype_cast_barrier_complete(src_dtype: torch.dtype, dst_dtype: torch.dtype, s: int, d: int) -> None:
+    """A dtype-changing copy completes both halves of the barrier, whichever side casts."""
+    want = values(dtype=src_dtype)
+    x = written_slowly(s, want)
+    with NoHostSync():
+        y = x.to(f"npu:{d}", dtype=dst_dtype)
+        y.add_(1)  # later destination work
+        dst = torch.zeros(N, dtype=dst_dtype, device=f"npu:{d}")
+        dst.copy_(x)
+    assert y.dtype == dst_dtype
+    assert torch.equal(y.cpu(), want.to(dst_dtype) + 1)
+    assert torch.equal(dst.cpu(), want.to(dst_dtype))
+
+
+VIEWS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "transposed": lambda t: t.view(20, 50).t(),
+    "sliced": lambda t: t[::3],
+    "narrowed": lambda t: t.view(20, 50)[3:17, 5:45],
+    "permuted-3d": lambda t: t.view(10, 10, 10).permute(2, 0, 1),
+    "offset": lambda t: t[7:907],
+    "expanded": lambda t: t[:50].view(1, 50).expand(4, 50),
+}
+
+
+@pytest.mark.parametrize("view", list(VIEWS), ids=list(VIEWS))
+@pytest.mark.parametrize(("s", "d"), DIRECTIONS)
+def test_non_contiguous_source(view: str, s: int, d: int) -> None:
+    """Non-contiguous sources (made dense on the source device, not by the aclop ViewCopy)."""
+    base = written_slowly(s, values())
+    with NoHostSync():
+        y = VIEWS[view](base).to(f"npu:{d}")
+        y.add_(1)
+    want = VIEWS[view](values()) + 1
+    assert y.shape == want.shape
+    assert torch.equal(y.cpu(), want)
+
+
+@pytest.mark.parametrize("view", ["transposed", "sliced", "narrowed", "permuted-3d"])
+@pytest.mark.parametrize(("s", "d"), DIRECTIONS)
+def test_non_contiguous_destination(view: str, s: int, d: int) -> None:
+    """copy_ into a non-contiguous view on the other device writes exactly that view."""
+    dst_base = torch.zeros(N, device=f"npu:{d}")
+    dst_view = VIEWS[view](dst_base)
+    src_cpu = (torch.arange(dst_view.numel(), dtype=torch.float32) + 1).view(dst_view.shape)
+    src = written_slowly(s, src_cpu)
+    with NoHostSync():
+        dst_view.copy_(src)
+    expect_base = torch.zeros(N)
+    VIEWS[view](expect_base).copy_(src_cpu)
+    assert torch.equal(dst_base.cpu(), expect_base)
+
+
+def test_permuted_dense_to_keeps_strides() -> None:
+    """.to() of a dense permuted tensor keeps its strides (memory_format=preserve), as upstream."""
+    x = values().to("npu:0").view(10, 100).t()
+    y = x.to("npu:1")
+    assert y.stride() == x.stride()
+    assert torch.equal(y.cpu(), values().view(10, 100).t())
+    z = x.to("npu:1", memory_format=torch.contiguous_format)
+    assert z.is_contiguous()
+    assert torch.equal(z.cpu(), values().view(10, 100).t())
+
+
+@pytest.mark.parametrize(
+    ("src_shape", "dst_shape"), [((50,), (4, 50)), ((1, 50), (3, 50)), ((4, 1), (4, 25)), ((), (7,))]
+)
+@pytest.mark.parametrize(("s", "d"), DIRECTIONS)
+def test_broadcasting_copy(src_shape: tuple[int, ...], dst_shape: tuple[int, ...], s: int, d: int) -> None:
+    """dst.copy_(src) broadcasts src to dst's shape across devices, with and without a cast."""
+    n = 1
+    for k in src_shape:
+        n *= k
+    src_cpu = (torch.arange(n, dtype=torch.float32) + 1).view(src_shape)
+    src = written_slowly(s, src_cpu)
+    dst = torch.zeros(dst_shape, device=f"npu:{d}")
+    dst16 = torch.zeros(dst_shape, dtype=torch.float16, device=f"npu:{d}")
+    with NoHostSync():
+        dst.copy_(src)
+        dst16.copy_(src)
+    assert torch.equal(dst.cpu(), src_cpu.expand(dst_shape))
+    assert torch.equal(dst16.cpu(), src_cpu.expand(dst_shape).half())
+
+
+def test_not_broadcastable_raises() -> None:
+    """A shape mismatch still raises (torch_npu's kernel reports it)."""
+    with pytest.raises(RuntimeError):
+        torch.zeros(4, device="npu:1").copy_(torch.zeros(5, device="npu:0"))
+
+
+def test_empty_and_scalar() -> None:
+    e = torch.empty(0, 3, device="npu:0").to("npu:1")
+    assert e.shape == (0, 3)
+    assert e.device == torch.device("npu", 1)
+    s = torch.tensor(5.0).to("npu:0").to("npu:1")
+    assert s.dim() == 0
+    assert s.item() == 5.0
+
+
+def test_default_index_is_current_device() -> None:
+    """.to('npu') targets the current device, which may differ from the source's."""
+    x = values().to("npu:0")
+    with torch.npu.device(1):
+        y = x.to("npu")
+    assert y.device == torch.device("npu", 1)
+    assert torch.equal(y.cpu(), values())
+
+
+# -------------------------------------------------------------------------------------- autograd
+# With torch_npu's task queue on, the autograd engine's own cross-device stream sync (a c10::Event
+# recorded on one device, waited on by another device's stream, then destroyed) can reach the
+# runtime after the destroy: "aclrtStreamWaitEvent: invalid event handle", after which the task
+# queue refuses all work. It happens with this plugin's hook disabled too (torch_npu 2.13's own
+# copy), so each backward runs in a child process, and that known failure is reported as xfail.
+ENGINE_RACE = "aclrtStreamWaitEvent: invalid event handle"
+
+AUTOGRAD_TO = """
+import torch_npu_ipc, torch
+from torch_npu_ipc import copies
+s, d = {s}, {d}
+a = torch.arange(10, dtype=torch.float32, device=f"npu:{{s}}").requires_grad_()
+before = copies.status()["event_copies"]
+b = a.to(f"npu:{{d}}")
+(b * 3).backward(torch.ones(10, device=f"npu:{{d}}"))
+assert a.grad is not None and a.grad.device == a.device
+assert torch.equal(a.grad.cpu(), torch.full((10,), 3.0)), a.grad.cpu()
+assert copies.status()["event_copies"] >= before + 2  # forward and backward both crossed devices
+print("OK")
+"""
+
+AUTOGRAD_CAST_COPY = """
+import torch_npu_ipc, torch
+a = torch.arange(10, dtype=torch.float32, device="npu:0").requires_grad_()
+b = a.to("npu:1", dtype=torch.float16)
+(b * 2).backward(torch.ones(10, dtype=torch.float16, device="npu:1"))
+assert a.grad is not None and a.grad.dtype == torch.float32
+assert torch.equal(a.grad.cpu(), torch.full((10,), 2.0)), a.grad.cpu()
+a.grad = None
+e = torch.zeros(10, device="npu:1").requires_grad_().clone()
+e.copy_(a)
+e.backward(torch.full((10,), 5.0, device="npu:1"))
+assert torch.equal(a.grad.cpu(), torch.full((10,), 5.0)), a.grad.cpu()
+print("OK")
+"""
+
+
+def run_isolated(code: str) -> None:
+    """Run ``code`` in a child interpreter (same environment); xfail on the engine race above."""
+    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0 and ENGINE_RACE in r.stderr:
+        pytest.xfail(f"torch_npu task-queue race in the autograd engine's cross-device event: {ENGINE_RACE}")
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-3000:]
+
+
+@pytest.mark.parametrize(("s", "d"), DIRECTIONS)
+def test_autograd_through_copy(s: int, d: int) -> None:
+    """The gradient flows back across the device copy (ToCopyBackward runs the hooked copy back)."""
+    run_isolated(AUTOGRAD_TO.format(s=s, d=d))
+
+
+def test_autograd_through_cast_and_copy_() -> None:
+    """Through a cast + device copy, and through copy_ (CopyBackwards)."""
+    run_isolated(AUTOGRAD_CAST_COPY)
+
+
+# ------------------------------------------------------------------------------------ concurrency
+def test_concurrent_copies_both_directions_streams_threads() -> None:
+    """Threads copy both ways on their own streams, with slow work interleaved: every result is right."""
+    errors: list[BaseException] = []
+    rounds = 8
+
+    def worker(k: int) -> None:
+        try:
+            s0 = torch.npu.Stream(device=0)
+            s1 = torch.npu.Stream(device=1)
+            with torch.npu.stream(s0), torch.npu.stream(s1):
+                for r in range(rounds):
+                    v = float(k * 100 + r)
+                    src_dev, dst_dev = (0, 1) if (k + r) % 2 == 0 else (1, 0)
+                    x = torch.full((N,), v, device=f"npu:{src_dev}")
+                    if r % 3 == 0:
+                        slow(src_dev, 0.02)
+                    x.add_(1)
+                    y = x.to(f"npu:{dst_dev}")
+                    y.mul_(2)
+                    back = torch.empty(N, device=f"npu:{src_dev}")
+                    back.copy_(y)
+                    back.sub_(1)
+                    got = back.cpu()
+                    want = torch.full((N,), (v + 1) * 2 - 1)
+                    assert torch.equal(got, want), f"thread {k} round {r}: {got[:3]} != {want[:3]}"
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a copy thread hung"
+    assert not errors, errors
+
+
+def test_concurrent_many_inflight_copies() -> None:
+    """Many copies in flight behind slow work on both devices, then read."""
+    xs = [torch.full((N,), float(i), device=f"npu:{i % 2}") for i in range(16)]
+    slow(0, 0.1)
+    slow(1, 0.1)
+    for x in xs:
+        x.add_(1)
+    with NoHostSync():
+        ys = [x.to(f"npu:{1 - i % 2}") for i, x in enumerate(xs)]
+    for i, y in enumerate(ys):
+        assert torch.equal(y.cpu(), torch.full((N,), float(i + 1)))
+
+
+# ------------------------------------------------------------------------------- memory safety
+def test_freed_blocks_not_reused_before_copy_ran() -> None:
+    """Source and destination freed right after the copy: new tensors reusing the blocks stay intact."""
+    want = values()
+    x = written_slowly(0, want)
+    y = x.to("npu:1")
+    del x
+    src_reuse = torch.full((N,), -1.0, device="npu:0")  # may reuse x's block on npu:0
+    z = y.clone()
+    del y
+    dst_reuse = torch.full((N,), -2.0, device="npu:1")  # may reuse y's block on npu:1
+    assert torch.equal(z.cpu(), want)
+    assert torch.equal(src_reuse.cpu(), torch.full((N,), -1.0))
+    assert torch.equal(dst_reuse.cpu(), torch.full((N,), -2.0))
+
+
+def test_destination_allocated_on_side_stream() -> None:
+    """dst's block belongs to a side stream but is written by the source device's stream: not reused early.
+
+    The copy runs with npu:1's default stream current, so the barrier orders
+    that stream, not the side stream the block was allocated on; only the
+    recordStream of the transfer's stream keeps the side stream from
+    reusing the block before the (slow) transfer wrote it.
+    """
+    side = torch.npu.Stream(device=1)
+    with torch.npu.stream(side):
+        dst = torch.zeros(N, device="npu:1")
+    torch.npu.synchronize(1)
+    x = written_slowly(0, values())
+    dst.copy_(x)
+    del dst
+    with torch.npu.stream(side):
+        reuse = torch.full((N,), 7.0, device="npu:1")
+    torch.npu.synchronize(0)
+    torch.npu.synchronize(1)
+    assert torch.equal(reuse.cpu(), torch.full((N,), 7.0))
+
+
+# ------------------------------------------------------------------- other copies stay torch_npu's
+def test_same_device_h2d_d2h_unaffected() -> None:
+    before = copies.status()
+    cpu = values()
+    a = cpu.to("npu:0")  # H2D
+    b = a.clone()  # same device
+    c = torch.empty(N, device="npu:0")
+    c.copy_(a)
+    d = a.to(torch.float16)  # same-device cast
+    e = torch.empty(N)
+    e.copy_(a)  # D2H
+    assert torch.equal(a.cpu(), cpu)
+    assert torch.equal(b.cpu(), cpu)
+    assert torch.equal(c.cpu(), cpu)
+    assert torch.equal(d.cpu(), cpu.half())
+    assert torch.equal(e, cpu)
+    after = copies.status()
+    assert after["event_copies"] == before["event_copies"]
+    assert after["delegated"] > before["delegated"]
+
+
+def test_disable_restores_torch_npu_kernels() -> None:
+    copies.disable()
+    assert not copies.is_enabled()
+    assert copies.status()["path"] == "torch_npu"
+    before = copies.status()
+    y = values().to("npu:0").to("npu:1")  # torch_npu 2.13's own D2D (same dtype, contiguous)
+    assert torch.equal(y.cpu(), values())
+    after = copies.status()
+    assert after["event_copies"] == before["event_copies"]
+    assert after["delegated"] == before["delegated"]
+    with copies.disabled():
+        pass
+    assert not copies.is_enabled()
+    copies.enable()
+    assert copies.is_enabled()
+    with copies.disabled():
+        assert not copies.is_enabled()
+    assert copies.is_enabled()
+    assert copies.status()["path"] == "events"
+
+
+def test_synchronize_mode_fallback() -> None:
+    """The synchronize path (forced here; automatic without IPC events): correct data, host syncs."""
+    copies.enable(synchronize=True)
+    st = copies.status()
+    assert st["mode"] == "synchronize"
+    assert st["path"] == "synchronize"
+    want = values()
+    x = written_slowly(0, want)
+    before = host_syncs()
+    y = x.to("npu:1", dtype=torch.float16)
+    assert host_syncs()["aclrtSynchronizeStream"] >= before["aclrtSynchronizeStream"] + 2
+    assert torch.equal(y.cpu(), want.half())
+    assert copies.status()["sync_copies"] >= st["sync_copies"] + 1
+
+
+def test_status_for_doctor() -> None:
+    st = copies.status()
+    assert st["enabled"] is True
+    assert st["fallback_reason"] == ""  # aclsim has IPC events
+    assert st["fallback_reason"] == torch_npu_ipc._C._ipc_event_supported()
+    assert set(st) >= {"enabled", "mode", "path", "fallback_reason", "env", "event_copies", "sync_copies"}
+
+
+@pytest.mark.parametrize("value", ["0", "sync", "bogus"])
+def test_env_var(value: str) -> None:
+    code = "import torch_npu_ipc, json; from torch_npu_ipc import copies; print(json.dumps(copies.status()))"
+    env = dict(os.environ, TORCH_NPU_IPC_COPIES=value)
+    r = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=120)
+    if value == "bogus":
+        assert r.returncode != 0
+        assert "TORCH_NPU_IPC_COPIES" in r.stderr
+        return
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.strip().splitlines()[-1]
+    if value == "0":
+        assert '"enabled": false' in line
+    else:
+        assert '"path": "synchronize"' in line
