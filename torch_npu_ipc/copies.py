@@ -90,7 +90,7 @@ def status() -> dict[str, Any]:
     """
     enabled = is_enabled()
     mode = _C._copies_mode()
-    reason = _C._copies_event_unsupported_reason()
+    reason = _C._copies_event_unsupported_reason(torch.npu.current_device())
     if not enabled:
         path = "torch_npu"
     elif mode == "synchronize" or reason:

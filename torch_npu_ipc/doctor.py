@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import torch
 import torch_npu
@@ -40,7 +41,7 @@ def report() -> list[str]:
     lines.append("native features of this torch_npu:")
     for name, present in _native_features().items():
         lines.append(f"  {name:<42} {'present' if present else 'absent'}")
-    reason = _C._ipc_event_supported()
+    reason = _C._ipc_event_unsupported_reason(torch.npu.current_device()) if torch.npu.device_count() else "no NPU"
     lines.append(f"IPC events     {'supported' if not reason else 'UNSUPPORTED: ' + reason}")
     lines.append("paths used by torch_npu_ipc:")
     lines.append("  interprocess Event                         plugin (ACL IPC events, own lifetime manager)")
@@ -51,7 +52,7 @@ def report() -> list[str]:
     lines.append(f"  in-flight event budget                     {_C._inflight_budget()}")
     copies = getattr(torch_npu_ipc, "copies", None)
     if copies is not None and hasattr(copies, "status"):
-        lines.append(f"  cross-device copies                        {copies.status()}")
+        lines.append(f"  cross-device copies                        {_describe_copies(copies.status())}")
     else:
         lines.append("  cross-device copies                        torch_npu's own (copy hook not installed)")
     streams = getattr(torch_npu_ipc, "ExternalStream", None)
@@ -65,3 +66,13 @@ def main() -> int:
     for line in report():
         print(line)
     return 0
+
+
+def _describe_copies(st: dict[str, Any]) -> str:
+    """One line for the copy hook: on/off, the path copies take and why."""
+    if not st["enabled"]:
+        return "torch_npu's own (hook off: copies.disable() or TORCH_NPU_IPC_COPIES=0)"
+    if st["path"] == "events":
+        return "plugin, two-way event barrier (hook on; TORCH_NPU_IPC_COPIES=0 turns it off)"
+    why = st["fallback_reason"] or "TORCH_NPU_IPC_COPIES=sync"
+    return f"plugin, stream synchronize (hook on; events not used: {why})"

@@ -4,6 +4,11 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <unordered_set>
+
 namespace torch_npu_ipc {
 namespace {
 
@@ -17,10 +22,26 @@ void* library() {
   return handle;
 }
 
+// TORCH_NPU_IPC_ACL_HIDE=name,name,...: treat these functions as missing,
+// to see how the plugin behaves on an older CANN (each feature reports
+// itself unsupported, naming the function). A diagnostic, read once.
+const std::unordered_set<std::string>& hidden() {
+  static const std::unordered_set<std::string> names = [] {
+    std::unordered_set<std::string> out;
+    const char* env = std::getenv("TORCH_NPU_IPC_ACL_HIDE");
+    std::stringstream list(env != nullptr ? env : "");
+    for (std::string name; std::getline(list, name, ',');) {
+      if (!name.empty()) out.insert(name);
+    }
+    return out;
+  }();
+  return names;
+}
+
 template <class F>
 void resolve(F& slot, const char* name) {
   void* lib = library();
-  slot = lib == nullptr ? nullptr : reinterpret_cast<F>(dlsym(lib, name));
+  slot = lib == nullptr || hidden().count(name) != 0 ? nullptr : reinterpret_cast<F>(dlsym(lib, name));
 }
 
 AclTable load() {

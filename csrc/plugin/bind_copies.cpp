@@ -21,7 +21,7 @@ void bind_copies(py::module_& m) {
   m.def("_copies_enabled", &copies_enabled);
   m.def("_copies_mode",
         [] { return std::string(copies_mode() == CopyMode::kSynchronize ? "synchronize" : "events"); });
-  m.def("_copies_event_unsupported_reason", &copies_event_unsupported_reason,
+  m.def("_copies_event_unsupported_reason", &copies_event_unsupported_reason, py::arg("device"),
         "Why cross-device copies cannot use events in this process ('' when they can).");
   m.def("_copies_stats", [] {
     CopyStats s = copies_stats();

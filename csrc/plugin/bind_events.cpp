@@ -64,13 +64,8 @@ void bind_events(py::module_& m) {
     d["pooled"] = s.pooled;
     return d;
   });
-  m.def("_ipc_event_supported", [] {
-    const AclTable& t = acl();
-    if (t.CreateEventExWithFlag == nullptr) return std::string("aclrtCreateEventExWithFlag is missing");
-    if (t.IpcGetEventHandle == nullptr) return std::string("aclrtIpcGetEventHandle is missing");
-    if (t.IpcOpenEventHandle == nullptr) return std::string("aclrtIpcOpenEventHandle is missing");
-    return std::string();
-  });
+  m.def("_ipc_event_unsupported_reason", &ipc_events_unsupported_reason, py::arg("device"),
+        "Why interprocess events cannot work here ('' when they can); probed once.");
 }
 
 }  // namespace torch_npu_ipc

@@ -114,19 +114,10 @@ void mark_events_broken(const std::string& why) {
   events_broken.store(true, std::memory_order_release);
 }
 
-void probe_events_once() {
+void probe_events_once(c10::DeviceIndex device) {
   if (event_probed.load(std::memory_order_acquire)) return;
-  const AclTable& t = acl();
-  const char* missing = t.CreateEventExWithFlag == nullptr ? "aclrtCreateEventExWithFlag"
-                        : t.IpcGetEventHandle == nullptr   ? "aclrtIpcGetEventHandle"
-                        : t.RecordEvent == nullptr         ? "aclrtRecordEvent"
-                        : t.StreamWaitEvent == nullptr     ? "aclrtStreamWaitEvent"
-                                                           : nullptr;
-  if (missing != nullptr) {
-    mark_events_broken(std::string(missing) +
-                       " is missing from libascendcl.so; cross-device copies synchronize the streams instead. "
-                       "Upgrade the CANN toolkit (8.3 or newer) and the NPU driver (HDK 25.0 or newer).");
-  }
+  std::string why = ipc_events_unsupported_reason(device);
+  if (!why.empty()) mark_events_broken(why + "; cross-device copies synchronize the streams instead");
   event_probed.store(true, std::memory_order_release);
 }
 
@@ -309,7 +300,7 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
   at::Tensor b = direct ? dst : at::empty_strided(a.sizes(), a.strides(), dst.options().dtype(a.scalar_type()));
   const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
 
-  probe_events_once();
+  probe_events_once(s);
   bool done = false;
   if (mode == CopyMode::kEvents && !events_broken.load(std::memory_order_acquire)) {
     done = barrier_copy(src_stream, dst_stream, b.data_ptr(), a.const_data_ptr(), bytes);
@@ -372,8 +363,8 @@ bool copies_enabled() {
 
 CopyMode copies_mode() { return current_mode(); }
 
-std::string copies_event_unsupported_reason() {
-  probe_events_once();
+std::string copies_event_unsupported_reason(c10::DeviceIndex device) {
+  probe_events_once(device);
   std::lock_guard<std::mutex> lock(reason_mu);
   return event_reason;
 }

@@ -50,7 +50,7 @@ CopyMode copies_mode();
 
 // Why the event barrier cannot be used in this process ("" when it can).
 // Probed lazily; forces the synchronize path when non-empty.
-std::string copies_event_unsupported_reason();
+std::string copies_event_unsupported_reason(c10::DeviceIndex device);
 
 CopyStats copies_stats();
 void copies_reset_stats();

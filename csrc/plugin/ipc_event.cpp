@@ -14,7 +14,44 @@ namespace {
 
 constexpr const char* kFeature = "Interprocess events";
 
+std::string probe(c10::DeviceIndex device) {
+  const AclTable& t = acl();
+  const std::pair<const void*, const char*> needed[] = {
+      {reinterpret_cast<const void*>(t.CreateEventExWithFlag), "aclrtCreateEventExWithFlag"},
+      {reinterpret_cast<const void*>(t.IpcGetEventHandle), "aclrtIpcGetEventHandle"},
+      {reinterpret_cast<const void*>(t.IpcOpenEventHandle), "aclrtIpcOpenEventHandle"},
+      {reinterpret_cast<const void*>(t.RecordEvent), "aclrtRecordEvent"},
+      {reinterpret_cast<const void*>(t.StreamWaitEvent), "aclrtStreamWaitEvent"},
+      {reinterpret_cast<const void*>(t.DestroyEvent), "aclrtDestroyEvent"},
+  };
+  for (const auto& [fn, name] : needed) {
+    if (fn == nullptr) {
+      return std::string(name) +
+             " is missing from libascendcl.so: upgrade the CANN toolkit (8.3 or newer) and the NPU driver "
+             "(HDK 25.0 or newer)";
+    }
+  }
+  AclDeviceGuard guard(device);
+  aclrtEvent ev = nullptr;
+  aclError rc = t.CreateEventExWithFlag(&ev, ACL_EVENT_IPC);
+  if (rc != ACL_SUCCESS) {
+    const char* msg = t.GetRecentErrMsg != nullptr ? t.GetRecentErrMsg() : nullptr;
+    return "the runtime refused a trial aclrtCreateEventExWithFlag(ACL_EVENT_IPC) with error " +
+           std::to_string(rc) + (msg != nullptr && *msg != 0 ? std::string(" (") + msg + ")" : std::string()) +
+           ": upgrade the NPU driver (HDK 25.0 or newer)";
+  }
+  (void)t.DestroyEvent(ev);
+  return std::string();
+}
+
 }  // namespace
+
+std::string ipc_events_unsupported_reason(c10::DeviceIndex device) {
+  static std::once_flag once;
+  static std::string reason;
+  std::call_once(once, [&] { reason = probe(device); });
+  return reason;
+}
 
 std::shared_ptr<IpcEvent> IpcEvent::create(c10::DeviceIndex device) {
   auto create = NPU_IPC_ACL(CreateEventExWithFlag, kFeature);

@@ -482,7 +482,7 @@ def test_status_for_doctor() -> None:
     st = copies.status()
     assert st["enabled"] is True
     assert st["fallback_reason"] == ""  # aclsim has IPC events
-    assert st["fallback_reason"] == torch_npu_ipc._C._ipc_event_supported()
+    assert st["fallback_reason"] == torch_npu_ipc._C._ipc_event_unsupported_reason(0)
     assert set(st) >= {"enabled", "mode", "path", "fallback_reason", "env", "event_copies", "sync_copies"}
 
 

@@ -1,0 +1,112 @@
+"""On a CANN runtime without a function the plugin needs, each feature says so and names the fix.
+
+``TORCH_NPU_IPC_ACL_HIDE`` makes the plugin's ACL table treat the listed
+functions as missing from libascendcl.so, as on an older CANN / NPU driver.
+Each scenario runs in a fresh interpreter (the table is resolved once per
+process) on aclsim with two devices.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import aclsim
+
+pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)")
+
+UPGRADE = "Upgrade the CANN toolkit"
+
+
+def run(code: str, hide: str) -> str:
+    """Run ``code`` with ``hide`` hidden from the plugin; return its stdout (it must exit 0)."""
+    env = dict(os.environ, TORCH_NPU_IPC_ACL_HIDE=hide)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+@pytest.mark.parametrize("missing", ["aclrtIpcGetEventHandle", "aclrtIpcOpenEventHandle", "aclrtCreateEventExWithFlag"])
+def test_interprocess_event_names_the_missing_function(missing: str) -> None:
+    out = run(
+        f"""
+import torch_npu_ipc, torch
+try:
+    e = torch_npu_ipc.Event(interprocess=True)
+    e.record()
+    h = e.ipc_handle()
+    torch_npu_ipc.Event.from_ipc_handle(0, h)
+except RuntimeError as exc:
+    msg = str(exc)
+    assert {missing!r} in msg and "not supported" in msg, msg
+    print("RAISED", msg.splitlines()[0])
+else:
+    raise SystemExit("no error")
+reason = torch_npu_ipc._C._ipc_event_unsupported_reason(0)
+assert {missing!r} in reason and "upgrade" in reason, reason
+# plain (non-interprocess) events are torch_npu's and keep working
+p = torch_npu_ipc.Event()
+p.record()
+p.synchronize()
+print("OK")
+""",
+        missing,
+    )
+    assert "RAISED" in out and UPGRADE in out and out.rstrip().endswith("OK")
+
+
+def test_copies_fall_back_to_synchronize_and_say_why() -> None:
+    out = run(
+        """
+import aclsim, torch_npu_ipc, torch
+from torch_npu_ipc import copies
+x = torch.arange(1000, dtype=torch.float32, device="npu:0")
+before = aclsim.counters().get("aclrtSynchronizeStream", 0)
+y = x.to("npu:1")
+z = torch.empty(1000, device="npu:0")
+z.copy_(y)
+assert torch.equal(z.cpu(), torch.arange(1000, dtype=torch.float32))
+st = copies.status()
+assert st["path"] == "synchronize", st
+assert "aclrtIpcGetEventHandle" in st["fallback_reason"], st
+assert st["sync_copies"] >= 2 and st["event_copies"] == 0, st
+assert aclsim.counters()["aclrtSynchronizeStream"] >= before + 4
+print("OK")
+""",
+        "aclrtIpcGetEventHandle",
+    )
+    assert out.rstrip().endswith("OK")
+
+
+def test_doctor_reports_the_probe() -> None:
+    env = dict(os.environ, TORCH_NPU_IPC_ACL_HIDE="aclrtIpcOpenEventHandle")
+    r = subprocess.run(
+        [sys.executable, "-m", "torch_npu_ipc", "doctor"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "IPC events     UNSUPPORTED: aclrtIpcOpenEventHandle is missing" in r.stdout, r.stdout
+    assert "stream synchronize" in r.stdout and "aclrtIpcOpenEventHandle" in r.stdout, r.stdout
+
+
+def test_sharing_without_ipc_memory_names_the_function() -> None:
+    out = run(
+        """
+import torch_npu_ipc, torch
+t = torch.ones(4, device="npu:0")
+try:
+    torch_npu_ipc.export_tensor(t)
+except RuntimeError as exc:
+    assert "aclrtIpcMemGetExportKey" in str(exc) and "Upgrade" in str(exc), str(exc)
+    print("OK")
+""",
+        "aclrtIpcMemGetExportKey",
+    )
+    assert out.rstrip().endswith("OK")
