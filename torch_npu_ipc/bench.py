@@ -3,7 +3,9 @@
 Each benchmark lives in ``bench/<name>.py`` of the source tree and exposes
 ``main(argv) -> dict``; this runner calls them in turn and prints a summary
 of their results. Ratios are measured side by side within one run; they are
-printed, never asserted.
+printed, never asserted. The run ends with a summary of every median,
+ratio and goal, and ``--plot out.png`` draws the ratios when matplotlib is
+installed.
 """
 
 from __future__ import annotations
@@ -30,10 +32,57 @@ def _load(path: Path) -> ModuleType:
     return module
 
 
+# Keys (after flattening) worth repeating in the summary.
+_SUMMARY_WORDS = ("median", "ratio", "goal", "per_s", "fraction", "speedup", "vs_")
+
+
+def flatten(results: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in results.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def summary(results: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The medians, ratios and goals of every benchmark, in run order."""
+    rows = []
+    for key, value in flatten(results).items():
+        if isinstance(value, (int, float)) and any(w in key for w in _SUMMARY_WORDS):
+            rows.append((key, value))
+    return rows
+
+
+def plot(rows: list[tuple[str, Any]], path: Path) -> bool:
+    """Draw the ratios as horizontal bars into ``path``; False when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    ratios = [(k, float(v)) for k, v in rows if any(w in k for w in ("ratio", "fraction", "vs_", "speedup"))]
+    fig, ax = plt.subplots(figsize=(9, 0.4 * max(len(ratios), 1) + 1.5))
+    ax.barh([k for k, _ in ratios], [v for _, v in ratios])
+    ax.axvline(1.0, color="grey", linewidth=0.8)
+    ax.set_xlabel("ratio (measured side by side in one run)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="benchmark names (files in bench/) to run")
     parser.add_argument("--json", type=Path, help="write all results to this file")
+    parser.add_argument("--plot", type=Path, help="draw the ratios into this PNG (needs matplotlib)")
     args = parser.parse_args(argv)
     if not BENCH_DIR.is_dir():
         print(f"benchmarks live in the source tree ({BENCH_DIR} not found)", file=sys.stderr)
@@ -50,8 +99,18 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             results[path.stem] = {"error": True}
             failed = True
+    rows = summary(results)
+    print("=== summary (medians, ratios, goals)")
+    for key, value in rows:
+        text = f"{value:.3f}" if isinstance(value, float) else str(value)
+        print(f"  {key:60s} {text}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
+    if args.plot:
+        if plot(rows, args.plot):
+            print(f"plot written to {args.plot}")
+        else:
+            print("--plot: matplotlib is not installed (pip install matplotlib); no plot written")
     return 1 if failed else 0
 
 
