@@ -55,10 +55,14 @@ def report() -> list[str]:
         lines.append(f"  cross-device copies                        {_describe_copies(copies.status())}")
     else:
         lines.append("  cross-device copies                        torch_npu's own (copy hook not installed)")
-    streams = getattr(torch_npu_ipc, "ExternalStream", None)
-    lines.append(
-        "  ExternalStream                             " + ("plugin" if streams is not None else "not available")
+    from torch_npu_ipc import streams
+
+    ext = (
+        "plugin over torch_npu's getStreamFromExternal (ops run on the foreign stream)"
+        if streams._from_external is not None
+        else "plugin, proxy stream (this torch_npu lacks getStreamFromExternal; see docs/external_stream.md)"
     )
+    lines.append(f"  ExternalStream                             {ext}")
     return lines
 
 

@@ -40,3 +40,21 @@ def test_doctor_reports_runtime_and_paths(command: list[str]) -> None:
     assert "devices        4" in out.stdout
     assert "IPC events     supported" in out.stdout
     assert "tensor sharing" in out.stdout
+    assert "cross-device copies                        plugin, two-way event barrier (hook on" in out.stdout
+    assert "ExternalStream                             plugin over torch_npu's getStreamFromExternal" in out.stdout
+
+
+@pytest.mark.parametrize(("value", "expect"), [("0", "torch_npu's own (hook off"), ("sync", "stream synchronize")])
+def test_doctor_reports_the_copy_hook_setting(value: str, expect: str) -> None:
+    env = dict(os.environ, ACLSIM_DEVICES="2", TORCH_NPU_IPC_COPIES=value)
+    out = subprocess.run(
+        [sys.executable, "-m", "torch_npu_ipc", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if "cross-device copies" in x)
+    assert expect in line, line
