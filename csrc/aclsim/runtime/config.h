@@ -4,6 +4,7 @@
 //   ACLSIM_SOC            SoC name reported by aclrtGetSocName (default Ascend910B1)
 //   ACLSIM_DEVICE_MEMORY_MB  simulated HBM per device (default 16384)
 //   ACLSIM_OP_COST_US     simulated device time of every operator (default 0)
+//   ACLSIM_TRACE_EVENTS   1: log every event call (thread, handle, stream, result) to stderr
 //   ASCEND_RT_VISIBLE_DEVICES  as on CANN: remaps and trims the visible devices
 #pragma once
 
@@ -19,6 +20,7 @@ struct Config {
   std::string soc = "Ascend910B1";
   size_t device_memory = size_t{16} << 30;
   double op_cost_seconds = 0.0;
+  bool trace_events = false;
   int device_count() const { return static_cast<int>(visible.size()); }
 };
 

@@ -1,12 +1,18 @@
 // ACL event calls, local and IPC. The ordering logic lives in EventCore;
 // this file validates arguments, applies CANN's rules about which calls an
 // IPC event allows, and hands IPC events to other processes via the broker.
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <string>
 
 #include "broker.h"
+#include "config.h"
 #include "device.h"
 #include "event_core.h"
 #include "handles.h"
@@ -24,6 +30,9 @@ struct Event {
   uint32_t flags = 0;
   std::shared_ptr<EventCore> core;
   bool imported = false;
+  // Created by aclrtCreateEventExWithFlag: CANN's "new mode" event, which
+  // does not track its wait tasks (no aclrtQueryEventWaitStatus).
+  bool new_mode = false;
   std::mutex mu;             // guards the fields below
   bool exported = false;
   broker::Ticket ticket{};
@@ -46,7 +55,24 @@ aclError forbid_ipc(const Event& e, const char* call) {
   return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, std::string(call) + " is not supported on an IPC event");
 }
 
-aclError create_event(aclrtEvent* out, uint32_t flags) {
+// ACLSIM_TRACE_EVENTS=1: one line per event call on stderr, to see which
+// thread issues what, in which order (status: a query's answer or a create's
+// flags, else -1).
+aclError traced(const char* call, const void* event, const void* stream, aclError rc, int status = -1) {
+  if (!config().trace_events) return rc;
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  char line[256];
+  int n = std::snprintf(line, sizeof(line),
+                        "aclsim-trace %ld.%09ld tid=%ld dev=%d %s event=%p stream=%p rc=%d status=%d\n",
+                        static_cast<long>(ts.tv_sec), static_cast<long>(ts.tv_nsec),
+                        static_cast<long>(syscall(SYS_gettid)), current_device(), call, event, stream,
+                        static_cast<int>(rc), status);
+  if (n > 0) (void)!write(2, line, static_cast<size_t>(std::min<int>(n, sizeof(line) - 1)));
+  return rc;
+}
+
+aclError create_event(aclrtEvent* out, uint32_t flags, bool new_mode) {
   if (out == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "create event: null output");
   if ((flags & ~kKnownFlags) != 0) return fail(ACL_ERROR_INVALID_PARAM, "create event: unknown flag bits");
   if ((flags & ACL_EVENT_IPC) != 0 && flags != ACL_EVENT_IPC) {
@@ -56,6 +82,7 @@ aclError create_event(aclrtEvent* out, uint32_t flags) {
   if (aclError rc = require_current_device(&dev); rc != ACL_SUCCESS) return rc;
   auto e = std::make_shared<Event>();
   e->flags = flags;
+  e->new_mode = new_mode;
   aclError rc = ACL_SUCCESS;
   e->core = e->is_ipc() ? EventCore::create_shared(dev, &rc) : EventCore::create_local(dev);
   if (e->core == nullptr) return rc != ACL_SUCCESS ? rc : fail(ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, "create event failed");
@@ -65,17 +92,7 @@ aclError create_event(aclrtEvent* out, uint32_t flags) {
   return ACL_SUCCESS;
 }
 
-}  // namespace
-
-extern "C" {
-
-ACLSIM_API aclError aclrtCreateEvent(aclrtEvent* event) { return create_event(event, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE); }
-
-ACLSIM_API aclError aclrtCreateEventWithFlag(aclrtEvent* event, uint32_t flag) { return create_event(event, flag); }
-
-ACLSIM_API aclError aclrtCreateEventExWithFlag(aclrtEvent* event, uint32_t flag) { return create_event(event, flag); }
-
-ACLSIM_API aclError aclrtDestroyEvent(aclrtEvent event) {
+aclError destroy_event(aclrtEvent event) {
   auto e = events().remove(event);
   if (e == nullptr) return fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtDestroyEvent: invalid event handle");
   {
@@ -84,10 +101,13 @@ ACLSIM_API aclError aclrtDestroyEvent(aclrtEvent event) {
   }
   count(Counter::DestroyEvent);
   if (e->is_ipc()) count(Counter::IpcEventDestroy);
-  return ACL_SUCCESS;  // queued records/waits keep the table alive until they ran
+  // As on CANN, the handle is dead at once (any later call naming it fails:
+  // CANN clears the handle's magic before deferring the release), while the
+  // records/waits already issued keep the table alive until they ran.
+  return ACL_SUCCESS;
 }
 
-ACLSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+aclError record_event(aclrtEvent event, aclrtStream stream) {
   aclError err = ACL_SUCCESS;
   auto e = lookup(event, "aclrtRecordEvent", &err);
   if (e == nullptr) return err;
@@ -97,7 +117,7 @@ ACLSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
   return e->core->record(*s);
 }
 
-ACLSIM_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
+aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
   aclError err = ACL_SUCCESS;
   auto e = lookup(event, "aclrtStreamWaitEvent", &err);
   if (e == nullptr) return err;
@@ -105,6 +125,94 @@ ACLSIM_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
   if (s == nullptr) return err;
   count(Counter::StreamWaitEvent);
   return e->core->wait(*s);
+}
+
+aclError query_event_status(aclrtEvent event, aclrtEventRecordedStatus* status) {
+  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventStatus: null output");
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtQueryEventStatus", &err);
+  if (e == nullptr) return err;
+  count(Counter::QueryEvent);
+  bool complete = false;
+  if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
+  *status = complete ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  return ACL_SUCCESS;
+}
+
+aclError query_event(aclrtEvent event, aclrtEventStatus* status) {
+  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEvent: null output");
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtQueryEvent", &err);
+  if (e == nullptr) return err;
+  if ((err = forbid_ipc(*e, "aclrtQueryEvent")) != ACL_SUCCESS) return err;
+  bool complete = false;
+  if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
+  *status = complete ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
+  return ACL_SUCCESS;
+}
+
+aclError query_event_wait_status(aclrtEvent event, aclrtEventWaitStatus* status) {
+  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventWaitStatus: null output");
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtQueryEventWaitStatus", &err);
+  if (e == nullptr) return err;
+  if ((err = forbid_ipc(*e, "aclrtQueryEventWaitStatus")) != ACL_SUCCESS) return err;
+  if (e->new_mode) {
+    return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                "aclrtQueryEventWaitStatus is not supported on an event created by aclrtCreateEventExWithFlag");
+  }
+  // As CANN: about the wait tasks issued on the event, not its record. With
+  // no wait issued (yet), or all of them finished, the answer is COMPLETE.
+  *status = e->core->waits_pending() ? ACL_EVENT_WAIT_STATUS_NOT_READY : ACL_EVENT_WAIT_STATUS_COMPLETE;
+  return ACL_SUCCESS;
+}
+
+aclError synchronize_event(aclrtEvent event) {
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtSynchronizeEvent", &err);
+  if (e == nullptr) return err;
+  count(Counter::SynchronizeEvent);
+  return e->core->synchronize(-1);
+}
+
+aclError synchronize_event_with_timeout(aclrtEvent event, int32_t timeout) {
+  aclError err = ACL_SUCCESS;
+  auto e = lookup(event, "aclrtSynchronizeEventWithTimeout", &err);
+  if (e == nullptr) return err;
+  count(Counter::SynchronizeEvent);
+  return e->core->synchronize(timeout);
+}
+
+}  // namespace
+
+extern "C" {
+
+ACLSIM_API aclError aclrtCreateEvent(aclrtEvent* event) {
+  aclError rc = create_event(event, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE, false);
+  return traced("aclrtCreateEvent", rc == ACL_SUCCESS ? *event : nullptr, nullptr, rc);
+}
+
+ACLSIM_API aclError aclrtCreateEventWithFlag(aclrtEvent* event, uint32_t flag) {
+  aclError rc = create_event(event, flag, false);
+  return traced("aclrtCreateEventWithFlag", rc == ACL_SUCCESS ? *event : nullptr, nullptr, rc, static_cast<int>(flag));
+}
+
+ACLSIM_API aclError aclrtCreateEventExWithFlag(aclrtEvent* event, uint32_t flag) {
+  aclError rc = create_event(event, flag, true);
+  return traced("aclrtCreateEventExWithFlag", rc == ACL_SUCCESS ? *event : nullptr, nullptr, rc,
+                static_cast<int>(flag));
+}
+
+ACLSIM_API aclError aclrtDestroyEvent(aclrtEvent event) {
+  return traced("aclrtDestroyEvent", event, nullptr, destroy_event(event));
+}
+
+ACLSIM_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+  return traced("aclrtRecordEvent", event, stream, record_event(event, stream));
+}
+
+ACLSIM_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
+  return traced("aclrtStreamWaitEvent", event, stream, stream_wait_event(stream, event));
 }
 
 ACLSIM_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
@@ -118,55 +226,26 @@ ACLSIM_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
 }
 
 ACLSIM_API aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus* status) {
-  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventStatus: null output");
-  aclError err = ACL_SUCCESS;
-  auto e = lookup(event, "aclrtQueryEventStatus", &err);
-  if (e == nullptr) return err;
-  count(Counter::QueryEvent);
-  bool complete = false;
-  if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
-  *status = complete ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
-  return ACL_SUCCESS;
+  aclError rc = query_event_status(event, status);
+  return traced("aclrtQueryEventStatus", event, nullptr, rc, rc == ACL_SUCCESS ? static_cast<int>(*status) : -1);
 }
 
 ACLSIM_API aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus* status) {
-  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEvent: null output");
-  aclError err = ACL_SUCCESS;
-  auto e = lookup(event, "aclrtQueryEvent", &err);
-  if (e == nullptr) return err;
-  if ((err = forbid_ipc(*e, "aclrtQueryEvent")) != ACL_SUCCESS) return err;
-  bool complete = false;
-  if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
-  *status = complete ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
-  return ACL_SUCCESS;
+  aclError rc = query_event(event, status);
+  return traced("aclrtQueryEvent", event, nullptr, rc, rc == ACL_SUCCESS ? static_cast<int>(*status) : -1);
 }
 
 ACLSIM_API aclError aclrtQueryEventWaitStatus(aclrtEvent event, aclrtEventWaitStatus* status) {
-  if (status == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventWaitStatus: null output");
-  aclError err = ACL_SUCCESS;
-  auto e = lookup(event, "aclrtQueryEventWaitStatus", &err);
-  if (e == nullptr) return err;
-  if ((err = forbid_ipc(*e, "aclrtQueryEventWaitStatus")) != ACL_SUCCESS) return err;
-  bool complete = false;
-  if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
-  *status = complete ? ACL_EVENT_WAIT_STATUS_COMPLETE : ACL_EVENT_WAIT_STATUS_NOT_READY;
-  return ACL_SUCCESS;
+  aclError rc = query_event_wait_status(event, status);
+  return traced("aclrtQueryEventWaitStatus", event, nullptr, rc, rc == ACL_SUCCESS ? static_cast<int>(*status) : -1);
 }
 
 ACLSIM_API aclError aclrtSynchronizeEvent(aclrtEvent event) {
-  aclError err = ACL_SUCCESS;
-  auto e = lookup(event, "aclrtSynchronizeEvent", &err);
-  if (e == nullptr) return err;
-  count(Counter::SynchronizeEvent);
-  return e->core->synchronize(-1);
+  return traced("aclrtSynchronizeEvent", event, nullptr, synchronize_event(event));
 }
 
 ACLSIM_API aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout) {
-  aclError err = ACL_SUCCESS;
-  auto e = lookup(event, "aclrtSynchronizeEventWithTimeout", &err);
-  if (e == nullptr) return err;
-  count(Counter::SynchronizeEvent);
-  return e->core->synchronize(timeout);
+  return traced("aclrtSynchronizeEventWithTimeout", event, nullptr, synchronize_event_with_timeout(event, timeout));
 }
 
 ACLSIM_API aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent) {

@@ -153,6 +153,23 @@ aclError wait_slot(Slot& slot, int64_t deadline_ns) {
 
 }  // namespace
 
+// A wait task's hold on its slot (pinned under the table lock so that no
+// record reuses it) and on its event (counted as a pending wait; the table
+// stays mapped). Released when the task is gone: after it ran, or when the
+// stream dropped it unrun (forced stream destroy, stream stopped by an
+// earlier failure, refused enqueue).
+struct WaitHold {
+  WaitHold(Slot* s, std::shared_ptr<EventCore> c) : slot(s), core(std::move(c)) { core->pending_waits_.fetch_add(1); }
+  ~WaitHold() {
+    slot->pins.fetch_sub(1);
+    core->pending_waits_.fetch_sub(1, std::memory_order_release);
+  }
+  WaitHold(const WaitHold&) = delete;
+  WaitHold& operator=(const WaitHold&) = delete;
+  Slot* slot;
+  std::shared_ptr<EventCore> core;
+};
+
 EventCore::EventCore(Key, EventTable* table, size_t bytes, int fd, bool shared)
     : table_(table), bytes_(bytes), fd_(fd), shared_(shared) {}
 
@@ -293,13 +310,8 @@ aclError EventCore::wait(Stream& stream) {
     if (st == kAbandoned) return wait_slot(*slot, 0);
     slot->pins.fetch_add(1);
   }
-  aclError rc = stream.enqueue("aclrtStreamWaitEvent", [slot, self = shared_from_this()] {
-    aclError r = wait_slot(*slot, -1);
-    slot->pins.fetch_sub(1);
-    return r;
-  });
-  if (rc != ACL_SUCCESS) slot->pins.fetch_sub(1);
-  return rc;
+  auto hold = std::make_shared<WaitHold>(slot, shared_from_this());  // slot already pinned
+  return stream.enqueue("aclrtStreamWaitEvent", [slot, hold] { return wait_slot(*slot, -1); });
 }
 
 aclError EventCore::reset(Stream& stream) {

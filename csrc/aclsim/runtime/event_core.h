@@ -7,6 +7,8 @@
 //           none, or it is already done, nothing to do; else pin the slot and
 //           enqueue a task that blocks the waiting stream until it is done.
 //   query:  complete when never recorded or the current slot is done.
+//   wait status (old-style events only, as on CANN): complete unless a wait
+//           task issued on the event has not finished yet.
 //
 // For an IPC event the table lives in a memfd that importers map, so the
 // same code signals across processes (futex on the slot's state word). A
@@ -14,6 +16,7 @@
 // abandoned: waiters fail with an error instead of hanging.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -55,14 +58,19 @@ class EventCore : public std::enable_shared_from_this<EventCore> {
   aclError synchronize(int32_t timeout_ms);
   // Device time (ns, CLOCK_MONOTONIC) at which the latest record ran.
   aclError timestamp(uint64_t* ns);
+  // Whether a wait task issued by this process on the event is still
+  // queued or blocked (CANN's aclrtQueryEventWaitStatus: NOT_READY).
+  bool waits_pending() const { return pending_waits_.load(std::memory_order_acquire) != 0; }
 
  private:
   static std::shared_ptr<EventCore> make(int device, uint32_t slots, bool shared, aclError* err);
+  friend struct WaitHold;
 
   EventTable* table_;
   size_t bytes_;
   int fd_;
   bool shared_;
+  std::atomic<uint32_t> pending_waits_{0};
 };
 
 }  // namespace aclsim
