@@ -19,6 +19,7 @@ See docs/external_stream.md.
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import threading
 import weakref
@@ -97,6 +98,30 @@ def _validate_ptr(stream_ptr: Any) -> int:
     return ptr
 
 
+def _check_usable(ptr: int, index: int) -> None:
+    """Raise ValueError unless the runtime takes work on stream ``ptr`` from npu:``index``."""
+    problem, other_context = _C._ext_probe(ptr, index)
+    if not problem:
+        return
+    if other_context:
+        owner = _C._ext_stream_device(ptr, index)
+        if owner >= 0:
+            raise ValueError(
+                f"stream_ptr {ptr:#x} is a stream of npu:{owner}, not of npu:{index}: the runtime refuses work on "
+                f"it with npu:{index} current ({problem}). Pass device={owner}, the device it was created on"
+            )
+        raise ValueError(
+            f"stream_ptr {ptr:#x} belongs to another device or context than npu:{index}'s: the runtime refuses "
+            f"work on it with npu:{index} current ({problem}). Pass the device it was created on; a stream of a "
+            "context created with aclrtCreateContext cannot be used by torch_npu, which runs in the device's "
+            "primary context"
+        )
+    raise ValueError(
+        f"stream_ptr {ptr:#x} is not a live aclrtStream usable on npu:{index} ({problem}); "
+        "pass the device the stream was created on, and keep the stream alive while it is wrapped"
+    )
+
+
 class ExternalStream(torch_npu.npu.Stream):
     r"""Wrapper around an ``aclrtStream`` created and owned by another library.
 
@@ -118,8 +143,9 @@ class ExternalStream(torch_npu.npu.Stream):
             bits; ``priority`` or ``is_sync_launch`` was given (a foreign
             stream keeps the properties its owner gave it); the runtime
             rejects the stream on ``device`` (destroyed, forged, or, where the
-            runtime checks it, created on another device); or the stream is
-            already wrapped for another device.
+            runtime checks it as CANN does, created on another device: the
+            message then names both devices); or the stream is already
+            wrapped for another device.
         TypeError: ``stream_ptr`` is not an integer (``bool`` included), or
             an unknown keyword argument was given.
 
@@ -164,12 +190,7 @@ class ExternalStream(torch_npu.npu.Stream):
                     f"stream {ptr:#x} is already wrapped as an ExternalStream of npu:{other._ext.device}; "
                     f"an aclrtStream belongs to the device it was created on, not npu:{index}"
                 )
-            problem = _C._ext_probe(ptr, index)
-            if problem:
-                raise ValueError(
-                    f"stream_ptr {ptr:#x} is not a live aclrtStream usable on npu:{index} ({problem}); "
-                    "pass the device the stream was created on, and keep the stream alive while it is wrapped"
-                )
+            _check_usable(ptr, index)
             if _from_external is not None:
                 triple = tuple(_from_external(ptr, index))
                 ext = _Ext(ptr=ptr, device=index, triple=triple, native=True)
@@ -185,6 +206,7 @@ class ExternalStream(torch_npu.npu.Stream):
             )
             self._ext = ext
             _LIVE[ptr] = self
+            _install_guards()
         if not ext.native:
             self.fence()  # torch work launched from now on follows the owner's work queued so far
         return self
@@ -284,6 +306,8 @@ def external_of(stream: object) -> _Ext | None:
     """
     if isinstance(stream, ExternalStream):
         return stream._ext
+    if not _NATIVE_IDS:
+        return None
     try:
         key = (int(stream.device_index), int(stream.stream_id))  # type: ignore[attr-defined]
     except (AttributeError, TypeError, ValueError):
@@ -343,24 +367,40 @@ def wait_event_on(event: torch_npu.npu.Event, ext: _Ext) -> None:
 
 
 # ---------------------------------------------------------------- guards
+_GUARDS_INSTALLED = False
+
+
 def _install_guards() -> None:
     """Make record_stream and graph capture on an ExternalStream raise our RuntimeError.
 
-    torch_npu 2.13 refuses both itself on its native external streams; these
-    wrappers give the reason and the alternative, and also cover the proxy
-    path (where torch_npu sees an ordinary stream). Other streams are passed
-    through unchanged.
+    Called by the first ExternalStream constructed, not at import: a process
+    that never wraps a foreign stream keeps torch's and torch_npu's functions
+    untouched. torch_npu 2.13 refuses both itself on its native external
+    streams; these wrappers give the reason and the alternative, and also
+    cover the proxy path (where torch_npu sees an ordinary stream). Every
+    other stream, and every call the original would reject, goes to the
+    original unchanged (same arguments, same result, same exception).
+    Idempotent; the caller holds _LOCK.
     """
+    global _GUARDS_INSTALLED
+    if _GUARDS_INSTALLED:
+        return
+
     tensor_record_stream = torch.Tensor.record_stream
     if not getattr(tensor_record_stream, "_torch_npu_ipc_guard", False):
 
         @functools.wraps(tensor_record_stream)
-        def record_stream(self: torch.Tensor, stream: Any) -> Any:
-            if external_of(stream) is not None:
-                raise RuntimeError(_RECORD_STREAM_MSG)
-            return tensor_record_stream(self, stream)
+        def record_stream(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            # The original takes one argument, `s`; any other call goes to it
+            # unchanged, to fail exactly as it does.
+            if len(args) + len(kwargs) == 1:
+                stream = args[0] if args else kwargs.get("s")
+                if external_of(stream) is not None:
+                    raise RuntimeError(_RECORD_STREAM_MSG)
+            return tensor_record_stream(self, *args, **kwargs)
 
         record_stream._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
+        record_stream._torch_npu_ipc_original = tensor_record_stream  # type: ignore[attr-defined]
         torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
 
     graphs = torch_npu.npu.graphs
@@ -369,24 +409,30 @@ def _install_guards() -> None:
 
         @functools.wraps(capture_begin)
         def guarded_capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if external_of(torch.npu.current_stream()) is not None:
+            if _NATIVE_IDS and external_of(torch.npu.current_stream()) is not None:
                 raise RuntimeError(_CAPTURE_MSG)
             return capture_begin(self, *args, **kwargs)
 
         guarded_capture_begin._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
+        guarded_capture_begin._torch_npu_ipc_original = capture_begin  # type: ignore[attr-defined]
         graphs.NPUGraph.capture_begin = guarded_capture_begin
 
     graph_init = graphs.graph.__init__
     if not getattr(graph_init, "_torch_npu_ipc_guard", False):
+        signature = inspect.signature(graph_init)
 
         @functools.wraps(graph_init)
-        def guarded_graph_init(self: Any, npu_graph: Any, pool: Any = None, stream: Any = None, **kwargs: Any) -> None:
-            if stream is not None and external_of(stream) is not None:
+        def guarded_graph_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            try:
+                stream = signature.bind(self, *args, **kwargs).arguments.get("stream")
+            except TypeError:
+                stream = None  # the original raises its own TypeError below
+            if external_of(stream) is not None:
                 raise RuntimeError(_CAPTURE_MSG)
-            graph_init(self, npu_graph, pool=pool, stream=stream, **kwargs)
+            graph_init(self, *args, **kwargs)
 
         guarded_graph_init._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
+        guarded_graph_init._torch_npu_ipc_original = graph_init  # type: ignore[attr-defined]
         graphs.graph.__init__ = guarded_graph_init
 
-
-_install_guards()
+    _GUARDS_INSTALLED = True

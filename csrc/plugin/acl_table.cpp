@@ -41,7 +41,7 @@ const std::unordered_set<std::string>& hidden() {
 template <class F>
 void resolve(F& slot, const char* name) {
   void* lib = library();
-  slot = lib == nullptr || hidden().count(name) != 0 ? nullptr : reinterpret_cast<F>(dlsym(lib, name));
+  slot = lib == nullptr || hidden_by_env(name) ? nullptr : reinterpret_cast<F>(dlsym(lib, name));
 }
 
 AclTable load() {
@@ -56,6 +56,8 @@ AclTable load() {
   resolve(t.StreamQuery, "aclrtStreamQuery");
   resolve(t.GetDevice, "aclrtGetDevice");
   resolve(t.SetDevice, "aclrtSetDevice");
+  resolve(t.GetDeviceCount, "aclrtGetDeviceCount");
+  resolve(t.GetPrimaryCtxState, "aclrtGetPrimaryCtxState");
   resolve(t.IpcGetEventHandle, "aclrtIpcGetEventHandle");
   resolve(t.IpcOpenEventHandle, "aclrtIpcOpenEventHandle");
   resolve(t.IpcMemGetExportKey, "aclrtIpcMemGetExportKey");
@@ -70,6 +72,8 @@ AclTable load() {
 }
 
 }  // namespace
+
+bool hidden_by_env(const std::string& name) { return hidden().count(name) != 0; }
 
 const AclTable& acl() {
   static const AclTable table = load();

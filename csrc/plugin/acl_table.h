@@ -24,6 +24,8 @@ struct AclTable {
   aclError (*StreamQuery)(aclrtStream, aclrtStreamStatus*) = nullptr;
   aclError (*GetDevice)(int32_t*) = nullptr;
   aclError (*SetDevice)(int32_t) = nullptr;
+  aclError (*GetDeviceCount)(uint32_t*) = nullptr;
+  aclError (*GetPrimaryCtxState)(int32_t, uint32_t*, int32_t*) = nullptr;
   // IPC events.
   aclError (*IpcGetEventHandle)(aclrtEvent, aclrtIpcEventHandle*) = nullptr;
   aclError (*IpcOpenEventHandle)(aclrtIpcEventHandle, aclrtEvent*) = nullptr;
@@ -42,6 +44,11 @@ struct AclTable {
 
 // The process-wide table (resolved on first use; thread-safe).
 const AclTable& acl();
+
+// True when TORCH_NPU_IPC_ACL_HIDE (a comma-separated list) names `name`:
+// the plugin then treats that entry point as missing, as on an older CANN or
+// torch_npu. A diagnostic for tests and support; read once per process.
+bool hidden_by_env(const std::string& name);
 
 // Where the table was resolved from (path of libascendcl.so), for doctor.
 std::string acl_library_path();

@@ -42,8 +42,19 @@ void bind_streams(py::module_& m) {
       py::arg("stream"), py::call_guard<py::gil_scoped_release>(),
       "Hand everything torch_npu queued for the stream to the runtime; return the raw stream.");
   m.def(
-      "_ext_probe", [](uint64_t ptr, c10::DeviceIndex device) { return probe_stream(as_ptr<void>(ptr), device); },
-      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+      "_ext_probe",
+      [](uint64_t ptr, c10::DeviceIndex device) {
+        StreamProbe p = probe_stream(as_ptr<void>(ptr), device);
+        return std::make_tuple(p.problem, p.other_context);
+      },
+      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>(),
+      "(problem, other_context): problem is '' when the runtime takes work on the stream with `device` "
+      "current; other_context is True when it refused it as a stream of another context.");
+  m.def(
+      "_ext_stream_device",
+      [](uint64_t ptr, c10::DeviceIndex except) { return find_stream_device(as_ptr<void>(ptr), except); },
+      py::arg("stream_ptr"), py::arg("except_device"), py::call_guard<py::gil_scoped_release>(),
+      "The active device other than except_device whose context takes work on the stream, or -1.");
   m.def(
       "_ext_synchronize",
       [](uint64_t ptr, c10::DeviceIndex device) { synchronize_stream(as_ptr<void>(ptr), device); },

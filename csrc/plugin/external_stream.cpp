@@ -23,6 +23,7 @@ constexpr const char* kStreamFromExternalSymbol = "_ZN7c10_npu21getStreamFromExt
 
 StreamFromExternalFn stream_from_external_fn() {
   static const StreamFromExternalFn fn = [] {
+    if (hidden_by_env("c10_npu::getStreamFromExternal")) return StreamFromExternalFn{nullptr};
     // libtorch_npu.so is loaded (the plugin links it); look in it first.
     void* lib = dlopen("libtorch_npu.so", RTLD_NOW | RTLD_NOLOAD);
     void* sym = lib != nullptr ? dlsym(lib, kStreamFromExternalSymbol) : nullptr;
@@ -106,16 +107,55 @@ StreamRef stream_from_external(aclrtStream stream, c10::DeviceIndex device) {
   return StreamRef{s.id(), s.device_index(), static_cast<int64_t>(s.device_type())};
 }
 
-std::string probe_stream(aclrtStream stream, c10::DeviceIndex device) {
+namespace {
+
+std::string failure(const char* call, aclError rc) {
+  const char* msg = acl().GetRecentErrMsg != nullptr ? acl().GetRecentErrMsg() : nullptr;
+  std::string out = std::string(call) + " failed with ACL error " + std::to_string(rc);
+  if (msg != nullptr && *msg != '\0') out += std::string(": ") + msg;
+  return out;
+}
+
+}  // namespace
+
+StreamProbe probe_stream(aclrtStream stream, c10::DeviceIndex device) {
   auto query = NPU_IPC_ACL(StreamQuery, kFeature);
+  auto record = NPU_IPC_ACL(RecordEvent, kFeature);
   AclDeviceGuard guard(device);
   aclrtStreamStatus status = ACL_STREAM_STATUS_RESERVED;
   aclError rc = query(stream, &status);
+  if (rc != ACL_SUCCESS) return {failure("aclrtStreamQuery", rc), false};
+  // CANN's aclrtStreamQuery (and aclrtSynchronizeStream, which switches to
+  // the stream's context) accept a stream of another device; queuing work
+  // does not. Recording a private event is the cheapest such work. Without
+  // aclrtCreateEventExWithFlag (older CANN) there is no pooled event: skip
+  // the check rather than refuse a stream that may well be usable.
+  if (acl().CreateEventExWithFlag == nullptr) return {};
+  PooledEvent event(device);
+  rc = record(event.get(), stream);
   if (rc == ACL_SUCCESS) return {};
-  const char* msg = acl().GetRecentErrMsg != nullptr ? acl().GetRecentErrMsg() : nullptr;
-  std::string out = "aclrtStreamQuery failed with ACL error " + std::to_string(rc);
-  if (msg != nullptr && *msg != '\0') out += std::string(": ") + msg;
-  return out;
+  return {failure("aclrtRecordEvent", rc), rc == ACL_ERROR_RT_STREAM_CONTEXT};
+}
+
+int find_stream_device(aclrtStream stream, c10::DeviceIndex except) {
+  const AclTable& t = acl();
+  auto record = t.RecordEvent;
+  uint32_t n = 0;
+  if (t.GetDeviceCount == nullptr || t.GetPrimaryCtxState == nullptr || record == nullptr ||
+      t.CreateEventExWithFlag == nullptr || t.GetDeviceCount(&n) != ACL_SUCCESS) {
+    return -1;
+  }
+  for (uint32_t d = 0; d < n; ++d) {
+    if (static_cast<int>(d) == except) continue;
+    int32_t active = 0;
+    uint32_t flags = 0;
+    if (t.GetPrimaryCtxState(static_cast<int32_t>(d), &flags, &active) != ACL_SUCCESS || active == 0) continue;
+    auto device = static_cast<c10::DeviceIndex>(d);
+    AclDeviceGuard guard(device);
+    PooledEvent event(device);
+    if (record(event.get(), stream) == ACL_SUCCESS) return static_cast<int>(d);
+  }
+  return -1;
 }
 
 void synchronize_stream(aclrtStream stream, c10::DeviceIndex device) {

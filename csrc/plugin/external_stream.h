@@ -28,10 +28,27 @@ bool has_stream_from_external();
 // missing.
 StreamRef stream_from_external(aclrtStream stream, c10::DeviceIndex device);
 
-// "" when the runtime accepts `stream` with `device` current, else the
-// runtime's complaint (a destroyed or forged handle, a stream of another
-// device's context where the runtime checks that).
-std::string probe_stream(aclrtStream stream, c10::DeviceIndex device);
+// What the runtime says of `stream` with `device` current.
+struct StreamProbe {
+  // "" when the runtime takes work on the stream, else its complaint.
+  std::string problem;
+  // The handle is live (aclrtStreamQuery took it) but queuing work on it was
+  // refused with ACL_ERROR_RT_STREAM_CONTEXT: the stream belongs to another
+  // device's (or another) context. CANN checks this on aclrtRecordEvent, not
+  // on aclrtStreamQuery; aclsim checks neither.
+  bool other_context = false;
+};
+
+// Probes `stream` with `device` current: aclrtStreamQuery (is the handle
+// live), then aclrtRecordEvent of a private pooled event (does the runtime
+// queue work on it from this device's context). The record is the only side
+// effect: an event nobody waits for, on the foreign stream.
+StreamProbe probe_stream(aclrtStream stream, c10::DeviceIndex device);
+
+// The device, other than `except`, whose primary context takes work on
+// `stream` (only devices whose primary context is already active are tried,
+// so no device is initialized), or -1 when none does.
+int find_stream_device(aclrtStream stream, c10::DeviceIndex except);
 
 // Host waits for everything queued on the raw stream.
 void synchronize_stream(aclrtStream stream, c10::DeviceIndex device);

@@ -11,11 +11,19 @@ as on a torch_npu without it).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
+import json
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -65,7 +73,8 @@ class OtherLib:
 
         t = threading.Thread(target=run)
         t.start()
-        t.join(10)
+        t.join(120)
+        assert not t.is_alive(), f"the other library's ACL call on npu:{device} did not return in 120 s"
         if "e" in out:
             raise out["e"]  # type: ignore[misc]
         return out["v"]  # type: ignore[return-value]
@@ -131,9 +140,43 @@ def made(t: torch.Tensor) -> torch.Tensor:
     Tensors are created on the default stream; another stream (the external
     one, its proxy, a side stream) that reads them without ordering races
     with the fill, exactly as on CUDA. The tests order them explicitly.
+    ``torch.npu.synchronize()`` waits for the current device only: wait for
+    the tensor's.
     """
-    torch.npu.synchronize()
+    torch.npu.synchronize(t.device)
     return t
+
+
+def _library_mtimes() -> dict[str, float]:
+    """Modification times of the shared libraries a fresh process loads: the plugin's and aclsim's."""
+    from torch_npu_ipc import _C
+
+    paths = [Path(_C.__file__)]
+    if aclsim.is_active():
+        paths += sorted((Path(aclsim.__file__).resolve().parent / "lib").glob("*.so"))
+    out = {}
+    for p in paths:
+        with contextlib.suppress(OSError):
+            out[str(p)] = p.stat().st_mtime
+    return out
+
+
+_SESSION_LIBRARIES = _library_mtimes()
+
+
+@contextlib.contextmanager
+def _rebuilt_libraries_noted() -> Iterator[None]:
+    """A worker that fails to start because the libraries were rebuilt meanwhile: say so in the failure."""
+    try:
+        yield
+    except AssertionError as e:
+        changed = sorted(p for p, t in _library_mtimes().items() if _SESSION_LIBRARIES.get(p) != t)
+        if changed:
+            raise AssertionError(
+                f"{e}\n(note: rebuilt during this test session, so a fresh worker may have loaded a "
+                f"half-written or mismatched library: {', '.join(changed)})"
+            ) from e
+        raise
 
 
 # ---------------------------------------------------------------- validation
@@ -193,6 +236,70 @@ def test_second_device_for_a_wrapped_stream_is_rejected(impl: str, raw: int) -> 
     del ext
 
 
+@requires_aclsim
+def test_probe_records_without_waiting_for_the_stream(impl: str, raw: int) -> None:
+    """Construction probes the stream (aclrtStreamQuery, then an event record) without waiting for its work."""
+    aclsim.sleep(raw, WORK)
+    t = time.monotonic()
+    ext = torch_npu_ipc.ExternalStream(raw)
+    assert time.monotonic() - t < WORK / 2, "constructing an ExternalStream waited for the foreign stream"
+    assert not ext.query()
+    ext.synchronize()
+
+
+def test_stream_of_another_device_is_rejected(impl: str, other: OtherLib) -> None:
+    """A stream created on npu:1 wrapped as npu:0: ValueError naming both, where the runtime refuses it.
+
+    CANN refuses work (aclrtRecordEvent) on a stream of another device's
+    context with ACL_ERROR_RT_STREAM_CONTEXT; aclsim does not check contexts
+    at all, so there the constructor cannot tell (see docs/external_stream.md).
+    """
+    torch.npu.set_device(0)
+    ptr = other.create_stream(1)
+    try:
+        problem, other_context = ext_streams._C._ext_probe(ptr, 0)
+        if not problem:
+            assert aclsim.is_active(), "CANN refuses a stream of another device's context"
+            pytest.skip("aclsim takes work on a stream of npu:1 with npu:0 current (no context check)")
+        assert other_context, problem
+        with pytest.raises(ValueError, match=r"is a stream of npu:1, not of npu:0.*Pass device=1"):
+            torch_npu_ipc.ExternalStream(ptr, device=0)
+    finally:
+        other.destroy_stream(ptr)
+
+
+@pytest.mark.parametrize("owner", [1, -1])
+def test_wrong_device_error_names_the_devices(raw: int, monkeypatch: pytest.MonkeyPatch, owner: int) -> None:
+    """The error path when the runtime refuses the stream as another context's (ACL error 107003), faked."""
+    refusal = "aclrtRecordEvent failed with ACL error 107003: stream not in current context"
+    calls: list[tuple[int, int]] = []
+
+    def probe(ptr: int, device: int) -> tuple[str, bool]:
+        calls.append((ptr, device))
+        return refusal, True
+
+    monkeypatch.setattr(ext_streams._C, "_ext_probe", probe)
+    monkeypatch.setattr(ext_streams._C, "_ext_stream_device", lambda ptr, except_device: owner)
+    with pytest.raises(ValueError) as info:
+        torch_npu_ipc.ExternalStream(raw, device=0)
+    msg = str(info.value)
+    assert f"{raw:#x}" in msg and "107003" in msg and "npu:0" in msg
+    if owner == 1:
+        assert "is a stream of npu:1, not of npu:0" in msg and "Pass device=1" in msg
+    else:
+        assert "another device or context than npu:0" in msg and "aclrtCreateContext" in msg
+    assert calls == [(raw, 0)]
+
+
+def test_probe_reports_a_rejected_handle(other: OtherLib) -> None:
+    ptr = other.create_stream(0)
+    assert ext_streams._C._ext_probe(ptr, 0) == ("", False)
+    other.destroy_stream(ptr)
+    if aclsim.is_active():
+        problem, other_context = ext_streams._C._ext_probe(ptr, 0)
+        assert problem.startswith("aclrtStreamQuery failed") and not other_context
+
+
 # ---------------------------------------------------------------- identity
 def test_is_a_torch_npu_stream_with_identity(impl: str, raw: int, other: OtherLib) -> None:
     a = torch_npu_ipc.ExternalStream(raw)
@@ -236,6 +343,19 @@ def test_device_is_respected(impl: str, other: OtherLib) -> None:
         ext.synchronize()
         assert floats(y) == [3.0 * i for i in range(8)]
     finally:
+        other.destroy_stream(ptr)
+
+
+def test_device_defaults_to_the_current_one(impl: str, other: OtherLib) -> None:
+    ptr = other.create_stream(1)
+    try:
+        with torch.npu.device(1):
+            ext = torch_npu_ipc.ExternalStream(ptr)
+        assert ext.device == torch.device("npu", 1)
+        assert ext == torch_npu_ipc.ExternalStream(ptr, device="npu:1")
+        ext.synchronize()
+    finally:
+        torch.npu.set_device(0)
         other.destroy_stream(ptr)
 
 
@@ -415,6 +535,13 @@ def test_record_stream_is_refused(impl: str, raw: int) -> None:
     x = torch.ones(4, device="npu:0")
     with pytest.raises(RuntimeError, match=r"record_stream.*not supported on an ExternalStream.*synchronize"):
         x.record_stream(ext)
+    with pytest.raises(RuntimeError, match="not supported on an ExternalStream"):
+        x.record_stream(s=ext)  # the original's parameter name
+    if impl == "native":  # torch_npu's object for the same stream
+        with torch.npu.stream(ext):
+            cur = torch.npu.current_stream()
+        with pytest.raises(RuntimeError, match="not supported on an ExternalStream"):
+            x.record_stream(cur)
     x.record_stream(torch.npu.Stream())  # other streams are untouched
     assert floats(x + 1) == [2.0] * 4
 
@@ -426,20 +553,272 @@ def test_graph_capture_is_refused(impl: str, raw: int) -> None:
         with torch.npu.graph(g, stream=ext):
             pass
     assert torch.npu.current_stream() == torch.npu.default_stream()
+    with pytest.raises(RuntimeError, match="graph capture on an ExternalStream"):
+        torch.npu.graph(g, None, ext)  # stream given by position
     if impl == "native":  # the proxy is an ordinary torch_npu stream once current
         with torch.npu.stream(ext), pytest.raises(RuntimeError, match="graph capture on an ExternalStream"):
             g.capture_begin()
     assert floats(torch.ones(2, device="npu:0") * 2) == [2.0, 2.0]
 
 
+# The same calls on ordinary streams, run in a fresh process with torch_npu
+# alone ("plain") and with the plugin and its guards installed ("plugin"):
+# every outcome (result, or exception type and message) must be the same.
+_GUARD_SCENARIOS = r"""
+import json, re, sys
+
+if sys.argv[1] == "plugin":
+    import ctypes
+    import torch_npu_ipc
+import torch
+import torch_npu
+
+torch.npu.set_device(0)
+if sys.argv[1] == "plugin":
+    acl = ctypes.CDLL("libascendcl.so")
+    acl.aclrtCreateStream.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    raw = ctypes.c_void_p()
+    assert acl.aclrtCreateStream(ctypes.byref(raw)) == 0
+    ext = torch_npu_ipc.ExternalStream(raw.value)
+    assert getattr(torch.Tensor.record_stream, "_torch_npu_ipc_guard", False)
+    assert getattr(torch.npu.NPUGraph.capture_begin, "_torch_npu_ipc_guard", False)
+    assert getattr(torch.npu.graph.__init__, "_torch_npu_ipc_guard", False)
+
+out = {}
+
+def run(name, fn):
+    try:
+        out[name] = "ok: " + repr(fn())
+    except BaseException as e:
+        msg = re.sub(r"0x[0-9a-fA-F]+", "0x?", f"{type(e).__name__}: {e}")
+        out[name] = re.sub(r"[0-9]+", "N", msg)  # pids, times, ids, line numbers
+    out[name + ": current stream afterwards"] = repr(torch.npu.current_stream() == torch.npu.default_stream())
+    torch.npu.set_stream(torch.npu.default_stream())
+
+s = torch.npu.Stream()
+x = torch.ones(4, device="npu:0")
+torch.npu.synchronize()
+
+def rs(*a, **k):
+    t = torch.ones(4, device="npu:0")
+    r = t.record_stream(*a, **k)
+    del t  # freed: the allocator now tracks the recorded stream
+    return r, torch.ones(4, device="npu:0").add(1).tolist()
+
+run("record_stream side stream", lambda: rs(s))
+run("record_stream s=", lambda: rs(s=s))
+run("record_stream stream=", lambda: rs(stream=s))
+run("record_stream current", lambda: rs(torch.npu.current_stream()))
+run("record_stream None", lambda: rs(None))
+run("record_stream str", lambda: rs("npu"))
+run("record_stream no argument", lambda: rs())
+run("record_stream two", lambda: rs(s, s))
+run("record_stream cpu tensor", lambda: torch.ones(2).record_stream(s))
+run("record_stream unbound", lambda: torch.Tensor.record_stream(x, s))
+
+def graph(*a, **k):
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g, *a, **k):
+        y = x * 2
+    g.replay()
+    torch.npu.synchronize()
+    return y.tolist()
+
+def begin():
+    g = torch.npu.NPUGraph()
+    with torch.npu.stream(s):
+        g.capture_begin()
+        y = x * 3
+        g.capture_end()
+    g.replay()
+    torch.npu.synchronize()
+    return y.tolist()
+
+run("graph", lambda: graph())
+run("graph stream=", lambda: graph(stream=s))
+run("graph positional", lambda: graph(None, s, False))
+run("graph unknown keyword", lambda: graph(bogus=1))
+run("graph too many arguments", lambda: graph(None, s, False, "global", 1))
+run("capture_begin on a side stream", begin)
+print(json.dumps(out))
+"""
+
+
+def _run_fresh(code: str, *args: str, hide: str | None = None) -> str:
+    """Run ``code`` in a fresh interpreter (this session's environment, optionally TORCH_NPU_IPC_ACL_HIDE=hide).
+
+    Returns its stdout; it must exit 0.
+    """
+    env = dict(os.environ)
+    if hide is not None:
+        env["TORCH_NPU_IPC_ACL_HIDE"] = hide
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def _guard_outcomes(kind: str) -> dict[str, str]:
+    return json.loads(_run_fresh(_GUARD_SCENARIOS, kind).strip().splitlines()[-1])
+
+
+def test_guards_leave_ordinary_streams_as_torch_npu_has_them() -> None:
+    """record_stream and graph capture on ordinary streams: same outcome with and without the plugin.
+
+    On aclsim graph capture fails (it lacks aclrtSetStreamAttribute); it must fail the same way.
+    """
+    plain = _guard_outcomes("plain")
+    plugin = _guard_outcomes("plugin")
+    assert plugin == plain
+    assert plain["record_stream side stream"] == "ok: (None, [2.0, 2.0, 2.0, 2.0])"
+
+
+def _guards_are_lazy() -> None:
+    try:
+        import torch_npu_ipc
+        from torch_npu_ipc import streams as s
+
+        graphs = torch_npu.npu.graphs
+        originals = (torch.Tensor.record_stream, graphs.NPUGraph.capture_begin, graphs.graph.__init__)
+        assert originals[0] is torch._C.TensorBase.record_stream
+        assert not s._GUARDS_INSTALLED
+        assert not any(hasattr(f, "_torch_npu_ipc_guard") for f in originals)
+        lib = OtherLib()
+        torch.npu.set_device(0)
+        ptr = lib.create_stream(0)
+        ext = torch_npu_ipc.ExternalStream(ptr)
+        wrapped = (torch.Tensor.record_stream, graphs.NPUGraph.capture_begin, graphs.graph.__init__)
+        assert all(getattr(f, "_torch_npu_ipc_guard", False) for f in wrapped)
+        assert [f._torch_npu_ipc_original for f in wrapped] == list(originals)
+        torch_npu_ipc.ExternalStream(ptr)  # installed once
+        assert (torch.Tensor.record_stream, graphs.NPUGraph.capture_begin, graphs.graph.__init__) == wrapped
+        ext.synchronize()
+        del ext
+        lib.destroy_stream(ptr)
+    except BaseException:
+        traceback.print_exc()
+        raise
+
+
+def test_guards_are_installed_by_the_first_external_stream() -> None:
+    """Importing the plugin leaves torch's functions alone; the first ExternalStream wraps them once."""
+    from helpers import run_processes
+
+    with _rebuilt_libraries_noted():
+        run_processes([(_guards_are_lazy, ())], timeout=WORKER_TIMEOUT)
+
+
+# ------------------------------------------------ without the entry point
+# A fresh process wraps a ctypes-made stream, runs an op on it and checks
+# the result; {check} says which implementation it must have picked.
+_WRAP_AND_RUN = r"""
+import ctypes
+import torch_npu_ipc
+import torch
+from torch_npu_ipc import _C, streams
+{prelude}
+acl = ctypes.CDLL("libascendcl.so")
+acl.aclrtCreateStream.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+acl.aclrtSynchronizeStream.argtypes = [ctypes.c_void_p]
+acl.aclrtDestroyStream.argtypes = [ctypes.c_void_p]
+torch.npu.set_device(0)
+raw = ctypes.c_void_p()
+assert acl.aclrtCreateStream(ctypes.byref(raw)) == 0
+ext = torch_npu_ipc.ExternalStream(raw.value)
+{check}
+x = torch.arange(4, dtype=torch.float32, device="npu:0")
+torch.npu.synchronize()
+with torch.npu.stream(ext):
+    y = x * 2
+ext.synchronize()
+assert ext.query() and y.tolist() == [0.0, 2.0, 4.0, 6.0]
+del ext
+assert acl.aclrtSynchronizeStream(raw) == 0 and acl.aclrtDestroyStream(raw) == 0
+print("{label}: ok")
+"""
+
+_WITHOUT_ENTRY_POINT = _WRAP_AND_RUN.format(
+    prelude="""
+assert not _C._stream_from_external_available() and streams._from_external is None
+try:
+    _C._stream_from_external(1, 0)
+except RuntimeError as e:
+    assert "does not export c10_npu::getStreamFromExternal" in str(e), e
+else:
+    raise SystemExit("_stream_from_external did not raise")""",
+    check='assert not ext.native and ext.npu_stream != raw.value and "proxy" in repr(ext)',
+    label="proxy",
+)
+
+# The probe skips its event record without aclrtCreateEventExWithFlag.
+_WITHOUT_EVENT_EX = _WRAP_AND_RUN.format(prelude="", check="assert ext.native", label="native")
+
+
+def test_native_path_without_event_ex_still_constructs() -> None:
+    """On a CANN without aclrtCreateEventExWithFlag the constructor's context probe is skipped, not fatal."""
+    assert "native: ok" in _run_fresh(_WITHOUT_EVENT_EX, hide="aclrtCreateEventExWithFlag")
+
+
+def test_without_the_native_entry_point_the_proxy_is_chosen() -> None:
+    """torch_npu's getStreamFromExternal hidden in C++ (as on an older torch_npu): the module picks the proxy."""
+    assert "proxy: ok" in _run_fresh(_WITHOUT_ENTRY_POINT, hide="c10_npu::getStreamFromExternal")
+
+
+# ---------------------------------------------------------------- docs
+def _docs_example() -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "external_stream.md").read_text()
+    section = text.split("## Interop example", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, "docs/external_stream.md: no python block in the interop example"
+    return match.group(1)
+
+
+def test_docs_interop_example_runs() -> None:
+    """The interop example of docs/external_stream.md, run as written in a fresh process."""
+    assert "interop example: ok" in _run_fresh(_docs_example())
+
+
 # ---------------------------------------------------------------- lifetime
+def test_wrappers_never_destroy_the_stream(impl: str, other: OtherLib) -> None:
+    """Dropping every ExternalStream leaves the stream to its owner, who can still use and destroy it."""
+    ptr = other.create_stream(0)
+    ext = torch_npu_ipc.ExternalStream(ptr)
+    x = made(torch.arange(4, dtype=torch.float32, device="npu:0"))
+    with torch.npu.stream(ext):
+        y = x + 1
+    ext.synchronize()
+    del ext
+    gc.collect()
+    out = made(torch.zeros(4, device="npu:0"))
+    other.copy_async(out.data_ptr(), y.data_ptr(), 16, D2D, ptr)
+    other.destroy_stream(ptr)  # synchronizes, then destroys: both fail on a destroyed stream
+    assert floats(out) == [1.0, 2.0, 3.0, 4.0]
+
+
+WORKER_TIMEOUT = 300  # s: a spawned worker imports torch and torch_npu, which takes 10-40 s on a loaded machine
+
+
 def _use_after_destroy(mode: str, impl: str) -> None:
-    """Worker: the owner destroys the stream; using the ExternalStream raises, nothing crashes."""
+    """Worker: the owner destroys the stream; using the ExternalStream raises, nothing crashes.
+
+    Whatever ends it, the failing test's captured output says where: a
+    Python traceback for an exception, every thread's stack for a crash
+    (faulthandler) or for a hang (dumped before the parent's deadline).
+    """
+    import faulthandler
+
+    faulthandler.enable()
+    faulthandler.dump_traceback_later(WORKER_TIMEOUT - 30, exit=False)
+    print(f"worker {mode}/{impl}: started", file=sys.stderr, flush=True)
     try:
         _use_after_destroy_body(mode, impl)
     except BaseException:
         traceback.print_exc()  # shown with the failing test's captured output
         raise
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    print(f"worker {mode}/{impl}: done", file=sys.stderr, flush=True)
 
 
 def _use_after_destroy_body(mode: str, impl: str) -> None:
@@ -479,4 +858,5 @@ def test_use_after_owner_destroyed_raises(impl: str, mode: str) -> None:
         pytest.skip("on the proxy path torch ops run on the proxy, which stays alive")
     from helpers import run_processes
 
-    run_processes([(_use_after_destroy, (mode, impl))], timeout=120)
+    with _rebuilt_libraries_noted():
+        run_processes([(_use_after_destroy, (mode, impl))], timeout=WORKER_TIMEOUT)
