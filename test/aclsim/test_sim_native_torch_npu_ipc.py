@@ -45,6 +45,10 @@ def producer(to_cons: Any, to_prod: Any) -> None:
     aclsim.sleep(s.npu_stream, WORK)
     t_issue = time.monotonic()
     ev.record(s)
+    # torch_npu's record may still sit in its task queue, and a wait binds to the record that
+    # is current when the wait is issued: hand the record to the runtime before telling the
+    # consumer (reading npu_stream drains the queue; no device sync).
+    _ = s.npu_stream
     to_cons.put(t_issue)
     kind, t_back = to_prod.get(timeout=60)
     assert kind == "back"
@@ -90,6 +94,7 @@ def consumer(device: int, to_cons: Any, to_prod: Any, results: Any) -> None:
     aclsim.sleep(s.npu_stream, WORK)
     t_back = time.monotonic()
     ev.record(s)
+    _ = s.npu_stream  # the record reaches the runtime before the producer's wait is issued
     to_prod.put(("back", t_back))
     s.synchronize()  # drains torch_npu's task queue: the record reached the runtime
     after = aclsim.counters()
