@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import torch.multiprocessing as mp
@@ -26,16 +27,24 @@ def run_processes(
     killed and reported.
     """
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=t, args=a, daemon=True) for t, a in targets]
+    procs = [ctx.Process(target=t, args=a, name=t.__name__, daemon=True) for t, a in targets]
     for p in procs:
         p.start()
+    join_all(procs, timeout)
+
+
+def join_all(procs: Iterable[BaseProcess], timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Join ``procs``; kill and fail on a timeout, fail on a non-zero exit code.
+
+    Each process gets ``timeout`` seconds of its own; failures name the process.
+    """
     failures = []
-    for p, (t, _) in zip(procs, targets, strict=True):
+    for p in procs:
         p.join(timeout)
         if p.is_alive():
             p.kill()
             p.join(5)
-            failures.append(f"{t.__name__}: timed out after {timeout}s")
+            failures.append(f"{p.name}: timed out after {timeout}s")
         elif p.exitcode != 0:
-            failures.append(f"{t.__name__}: exit code {p.exitcode}")
+            failures.append(f"{p.name}: exit code {p.exitcode}")
     assert not failures, "; ".join(failures)

@@ -93,10 +93,16 @@ void require(const void* fn, const char* name, const char* feature) {
               "NPU driver (HDK 25.0 or newer) to use it.");
 }
 
+std::string acl_failure(const char* call, aclError rc) {
+  const char* msg = acl().GetRecentErrMsg != nullptr ? acl().GetRecentErrMsg() : nullptr;
+  std::string out = std::string(call) + " failed with ACL error " + std::to_string(rc);
+  if (msg != nullptr && *msg != '\0') out += std::string(": ") + msg;
+  return out;
+}
+
 void check(aclError rc, const char* call) {
   if (rc == ACL_SUCCESS) return;
-  const char* msg = acl().GetRecentErrMsg != nullptr ? acl().GetRecentErrMsg() : nullptr;
-  TORCH_CHECK(false, call, " failed with ACL error ", rc, msg != nullptr ? ": " : "", msg != nullptr ? msg : "");
+  TORCH_CHECK(false, acl_failure(call, rc));
 }
 
 }  // namespace torch_npu_ipc

@@ -57,8 +57,11 @@ std::string acl_library_path();
 // driver upgrade needed when `fn` is missing from this runtime.
 void require(const void* fn, const char* name, const char* feature);
 
-// Throws RuntimeError for a failed ACL call: the call, the code and the
-// runtime's own message.
+// The message for a failed ACL call: the call, the code and the runtime's
+// own message (aclGetRecentErrMsg, where the runtime has it).
+std::string acl_failure(const char* call, aclError rc);
+
+// Throws RuntimeError with acl_failure()'s message unless rc is ACL_SUCCESS.
 void check(aclError rc, const char* call);
 
 }  // namespace torch_npu_ipc

@@ -102,10 +102,10 @@ bool ensure_peer_access(c10::DeviceIndex s, c10::DeviceIndex d) {
   return result > 0;
 }
 
-// Whether pooled IPC events work here; the first failure is remembered.
+// Whether pooled IPC events work here: the support probe (cached by ipc_event) says whether they
+// can; the first barrier failure at run time, if any, is remembered here.
 std::mutex reason_mu;
-std::string event_reason;                 // guarded by reason_mu
-std::atomic<bool> event_probed{false};    // static checks done
+std::string event_reason;  // guarded by reason_mu
 std::atomic<bool> events_broken{false};
 
 void mark_events_broken(const std::string& why) {
@@ -114,11 +114,8 @@ void mark_events_broken(const std::string& why) {
   events_broken.store(true, std::memory_order_release);
 }
 
-void probe_events_once(c10::DeviceIndex device) {
-  if (event_probed.load(std::memory_order_acquire)) return;
-  std::string why = ipc_events_unsupported_reason(device);
-  if (!why.empty()) mark_events_broken(why + "; cross-device copies synchronize the streams instead");
-  event_probed.store(true, std::memory_order_release);
+bool events_usable(c10::DeviceIndex device) {
+  return !events_broken.load(std::memory_order_acquire) && ipc_events_unsupported_reason(device).empty();
 }
 
 // ------------------------------------------------------------ the copy
@@ -300,9 +297,8 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
   at::Tensor b = direct ? dst : at::empty_strided(a.sizes(), a.strides(), dst.options().dtype(a.scalar_type()));
   const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
 
-  probe_events_once(s);
   bool done = false;
-  if (mode == CopyMode::kEvents && !events_broken.load(std::memory_order_acquire)) {
+  if (mode == CopyMode::kEvents && events_usable(s)) {
     done = barrier_copy(src_stream, dst_stream, b.data_ptr(), a.const_data_ptr(), bytes);
     if (done) stats().event_copies.fetch_add(1, std::memory_order_relaxed);
   }
@@ -364,7 +360,8 @@ bool copies_enabled() {
 CopyMode copies_mode() { return current_mode(); }
 
 std::string copies_event_unsupported_reason(c10::DeviceIndex device) {
-  probe_events_once(device);
+  const std::string& probed = ipc_events_unsupported_reason(device);
+  if (!probed.empty()) return probed + "; cross-device copies synchronize the streams instead";
   std::lock_guard<std::mutex> lock(reason_mu);
   return event_reason;
 }

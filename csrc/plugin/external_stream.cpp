@@ -107,24 +107,13 @@ StreamRef stream_from_external(aclrtStream stream, c10::DeviceIndex device) {
   return StreamRef{s.id(), s.device_index(), static_cast<int64_t>(s.device_type())};
 }
 
-namespace {
-
-std::string failure(const char* call, aclError rc) {
-  const char* msg = acl().GetRecentErrMsg != nullptr ? acl().GetRecentErrMsg() : nullptr;
-  std::string out = std::string(call) + " failed with ACL error " + std::to_string(rc);
-  if (msg != nullptr && *msg != '\0') out += std::string(": ") + msg;
-  return out;
-}
-
-}  // namespace
-
 StreamProbe probe_stream(aclrtStream stream, c10::DeviceIndex device) {
   auto query = NPU_IPC_ACL(StreamQuery, kFeature);
   auto record = NPU_IPC_ACL(RecordEvent, kFeature);
   AclDeviceGuard guard(device);
   aclrtStreamStatus status = ACL_STREAM_STATUS_RESERVED;
   aclError rc = query(stream, &status);
-  if (rc != ACL_SUCCESS) return {failure("aclrtStreamQuery", rc), false};
+  if (rc != ACL_SUCCESS) return {acl_failure("aclrtStreamQuery", rc), false};
   // CANN's aclrtStreamQuery (and aclrtSynchronizeStream, which switches to
   // the stream's context) accept a stream of another device; queuing work
   // does not. Recording a private event is the cheapest such work. Without
@@ -134,7 +123,7 @@ StreamProbe probe_stream(aclrtStream stream, c10::DeviceIndex device) {
   PooledEvent event(device);
   rc = record(event.get(), stream);
   if (rc == ACL_SUCCESS) return {};
-  return {failure("aclrtRecordEvent", rc), rc == ACL_ERROR_RT_STREAM_CONTEXT};
+  return {acl_failure("aclrtRecordEvent", rc), rc == ACL_ERROR_RT_STREAM_CONTEXT};
 }
 
 int find_stream_device(aclrtStream stream, c10::DeviceIndex except) {

@@ -35,10 +35,8 @@ std::string probe(c10::DeviceIndex device) {
   aclrtEvent ev = nullptr;
   aclError rc = t.CreateEventExWithFlag(&ev, ACL_EVENT_IPC);
   if (rc != ACL_SUCCESS) {
-    const char* msg = t.GetRecentErrMsg != nullptr ? t.GetRecentErrMsg() : nullptr;
-    return "the runtime refused a trial aclrtCreateEventExWithFlag(ACL_EVENT_IPC) with error " +
-           std::to_string(rc) + (msg != nullptr && *msg != 0 ? std::string(" (") + msg + ")" : std::string()) +
-           ": upgrade the NPU driver (HDK 25.0 or newer)";
+    return "the runtime refused a trial interprocess event (" +
+           acl_failure("aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", rc) + "): upgrade the NPU driver (HDK 25.0 or newer)";
   }
   (void)t.DestroyEvent(ev);
   return std::string();
@@ -46,7 +44,7 @@ std::string probe(c10::DeviceIndex device) {
 
 }  // namespace
 
-std::string ipc_events_unsupported_reason(c10::DeviceIndex device) {
+const std::string& ipc_events_unsupported_reason(c10::DeviceIndex device) {
   static std::once_flag once;
   static std::string reason;
   std::call_once(once, [&] { reason = probe(device); });

@@ -23,8 +23,8 @@ constexpr size_t kIpcEventHandleSize = sizeof(aclrtIpcEventHandle);  // 64
 
 // Why interprocess events cannot work in this process ('' when they can):
 // a function missing from libascendcl.so, or a trial ACL_EVENT_IPC event the
-// runtime refuses (e.g. an NPU driver too old). Probed once, on `device`.
-std::string ipc_events_unsupported_reason(c10::DeviceIndex device);
+// runtime refuses (e.g. an NPU driver too old). Probed once, on `device`; the result is cached for the process.
+const std::string& ipc_events_unsupported_reason(c10::DeviceIndex device);
 
 class IpcEvent {
   struct Key {};

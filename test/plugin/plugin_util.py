@@ -123,20 +123,6 @@ def recv(q: Any, procs: Iterable[BaseProcess] = (), timeout: float = TIMEOUT) ->
         assert time.monotonic() < deadline, f"nothing received within {timeout}s"
 
 
-def join_all(procs: Iterable[BaseProcess], timeout: float = TIMEOUT) -> None:
-    """Join ``procs``; kill and fail on a timeout, fail on a non-zero exit code."""
-    failures = []
-    for p in procs:
-        p.join(timeout)
-        if p.is_alive():
-            p.kill()
-            p.join(5)
-            failures.append(f"{p.name}: timed out")
-        elif p.exitcode != 0:
-            failures.append(f"{p.name}: exit code {p.exitcode}")
-    assert not failures, "; ".join(failures)
-
-
 def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """Counter differences (only the non-zero ones)."""
     return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}

@@ -296,11 +296,13 @@ TASK_QUEUE_ON = os.environ.get("TASK_QUEUE_ENABLE", "1") != "0" and os.environ.g
 def engine_race(stderr: str) -> str | None:
     """Step 3-4 above in the child's ACLSIM_TRACE_EVENTS lines, described; None if they are not there."""
     # Each line: aclsim-trace TIME tid=T dev=D CALL event=E stream=S rc=R status=X
+    # TIME is when the call returned, so lines of different threads may show a destroy after the
+    # wait it broke; aclsim never reuses a handle, so every call naming the event is considered.
     calls = [ln.split() for ln in stderr.splitlines() if ln.startswith("aclsim-trace ")]
     for w in calls:
         if w[4] != "aclrtStreamWaitEvent" or w[7] == "rc=0":
             continue
-        same = [c for c in calls if c[5] == w[5] and float(c[1]) < float(w[1])]
+        same = [c for c in calls if c[5] == w[5] and c is not w]
         destroys = [c for c in same if c[4] == "aclrtDestroyEvent" and c[7] == "rc=0"]
         records = [c for c in same if c[4] == "aclrtRecordEvent" and c[7] == "rc=0"]
         if destroys and records and destroys[-1][2] == records[-1][2] != w[2]:

@@ -26,6 +26,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 import torch.multiprocessing.reductions as torch_reductions
+from helpers import join_all
 from plugin_util import (
     HOST_FAST,
     NO_NATIVE_ENV,
@@ -34,7 +35,6 @@ from plugin_util import (
     assert_stream_wait_only,
     check_native_state,
     delta,
-    join_all,
     native_disabled,
     open_native,
     recv,
