@@ -309,9 +309,13 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
     stats().sync_copies.fetch_add(1, std::memory_order_relaxed);
   }
   // The transfer ran on S's stream: keep both blocks from being reused by
-  // their own streams before it did.
+  // their own streams before it did. For b (on D) that is D's stream, which
+  // waits for the transfer (barrier) or follows it (synchronize): a block is
+  // only ever marked with a stream of its own device, because the allocator
+  // records the marking event with the block's device current, and the
+  // runtime refuses a record on another device's stream (107003).
   record_use(a, src_stream);
-  record_use(b, src_stream);
+  record_use(b, dst_stream);
   if (!direct) dst.copy_(b);  // same device: cast / broadcast / strides on D's current stream
 }
 

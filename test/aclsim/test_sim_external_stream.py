@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -32,29 +33,40 @@ def _acl() -> ctypes.CDLL:
     return lib
 
 
-def raw_stream(device: int) -> int:
-    """aclrtCreateStream on `device`, from a short-lived helper thread."""
+def on_device(device: int, call: Callable[[ctypes.CDLL], dict[str, int]]) -> dict[str, int]:
+    """Run ``call`` on a short-lived helper thread with ``device`` current; return what it reports."""
     out: dict[str, int] = {}
 
-    def make() -> None:
+    def run() -> None:
         lib = _acl()
         out["set"] = lib.aclrtSetDevice(device)
-        s = ctypes.c_void_p()
-        out["create"] = lib.aclrtCreateStream(ctypes.byref(s))
-        out["ptr"] = s.value or 0
+        out.update(call(lib))
 
-    t = threading.Thread(target=make)
+    t = threading.Thread(target=run)
     t.start()
     t.join(10)
-    assert out.get("set") == 0 and out.get("create") == 0 and out["ptr"], out
+    assert not t.is_alive() and out.get("set") == 0, out
+    return out
+
+
+def raw_stream(device: int) -> int:
+    """aclrtCreateStream on `device`."""
+
+    def make(lib: ctypes.CDLL) -> dict[str, int]:
+        s = ctypes.c_void_p()
+        return {"create": lib.aclrtCreateStream(ctypes.byref(s)), "ptr": s.value or 0}
+
+    out = on_device(device, make)
+    assert out["create"] == 0 and out["ptr"], out
     return out["ptr"]
 
 
-def destroy_raw_stream(ptr: int) -> None:
-    """Synchronize and destroy a raw stream."""
-    lib = _acl()
-    assert lib.aclrtSynchronizeStream(ptr) == 0
-    assert lib.aclrtDestroyStream(ptr) == 0
+def destroy_raw_stream(ptr: int, device: int) -> None:
+    """Synchronize and destroy a raw stream of `device`, with that device current (CANN refuses it otherwise)."""
+    out = on_device(
+        device, lambda lib: {"sync": lib.aclrtSynchronizeStream(ptr), "destroy": lib.aclrtDestroyStream(ptr)}
+    )
+    assert out["sync"] == 0 and out["destroy"] == 0, out
 
 
 @pytest.mark.parametrize("device", [0, 1])
@@ -83,4 +95,4 @@ def test_external_stream_runs_ops(device: int) -> None:
         assert torch.equal(z.cpu(), (torch.arange(16, dtype=torch.float32) + 1) * 2)
         assert torch.npu.current_stream(device).npu_stream != ptr  # restored after `with`
     finally:
-        destroy_raw_stream(ptr)
+        destroy_raw_stream(ptr, device)

@@ -437,8 +437,11 @@ def test_destination_allocated_on_side_stream() -> None:
 
     The copy runs with npu:1's default stream current, so the barrier orders
     that stream, not the side stream the block was allocated on; only the
-    recordStream of the transfer's stream keeps the side stream from
-    reusing the block before the (slow) transfer wrote it.
+    recordStream of npu:1's default stream (which waits for the transfer)
+    keeps the side stream from reusing the block before the (slow) transfer
+    wrote it. Marking the block with npu:0's stream instead would make the
+    allocator record on a stream of another device at the free, which the
+    runtime refuses (107003; seen with TASK_QUEUE_ENABLE=0).
     """
     side = torch.npu.Stream(device=1)
     with torch.npu.stream(side):

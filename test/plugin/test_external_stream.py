@@ -60,6 +60,7 @@ class OtherLib:
             getattr(lib, name).argtypes = args
             getattr(lib, name).restype = ctypes.c_int
         self.lib = lib
+        self.stream_device: dict[int, int] = {}  # as a library would remember: each stream's device
 
     def _on_device(self, device: int, fn) -> int:
         out: dict[str, object] = {}
@@ -85,11 +86,18 @@ class OtherLib:
             assert self.lib.aclrtCreateStream(ctypes.byref(s)) == 0
             return s.value or 0
 
-        return self._on_device(device, make)
+        ptr = self._on_device(device, make)
+        self.stream_device[ptr] = device
+        return ptr
 
     def destroy_stream(self, ptr: int) -> None:
-        assert self.lib.aclrtSynchronizeStream(ptr) == 0
-        assert self.lib.aclrtDestroyStream(ptr) == 0
+        """Synchronize and destroy, with the stream's device current (CANN refuses it otherwise)."""
+
+        def destroy() -> int:
+            assert self.lib.aclrtSynchronizeStream(ptr) == 0
+            return self.lib.aclrtDestroyStream(ptr)
+
+        assert self._on_device(self.stream_device.pop(ptr), destroy) == 0
 
     def device_buffer(self, device: int, data: bytes) -> int:
         def make() -> int:
@@ -102,7 +110,11 @@ class OtherLib:
         return self._on_device(device, make)
 
     def copy_async(self, dst: int, src: int, n: int, kind: int, stream: int) -> None:
-        assert self.lib.aclrtMemcpyAsync(dst, n, src, n, kind, stream) == 0
+        """Queue a copy on ``stream``, with the stream's device current (CANN refuses it otherwise)."""
+        rc = self._on_device(
+            self.stream_device[stream], lambda: self.lib.aclrtMemcpyAsync(dst, n, src, n, kind, stream)
+        )
+        assert rc == 0, f"aclrtMemcpyAsync failed with ACL error {rc}"
 
     def sync(self, stream: int) -> None:
         assert self.lib.aclrtSynchronizeStream(stream) == 0
@@ -250,18 +262,16 @@ def test_probe_records_without_waiting_for_the_stream(impl: str, raw: int) -> No
 def test_stream_of_another_device_is_rejected(impl: str, other: OtherLib) -> None:
     """A stream created on npu:1 wrapped as npu:0: ValueError naming both, where the runtime refuses it.
 
-    CANN refuses work (aclrtRecordEvent) on a stream of another device's
-    context with ACL_ERROR_RT_STREAM_CONTEXT; aclsim does not check contexts
-    at all, so there the constructor cannot tell (see docs/external_stream.md).
+    CANN, and aclsim like it, refuses work (aclrtRecordEvent) on a stream of
+    another device's context with ACL_ERROR_RT_STREAM_CONTEXT (107003); the
+    constructor then finds the stream's device (see docs/external_stream.md).
     """
     torch.npu.set_device(0)
     ptr = other.create_stream(1)
     try:
         problem, other_context = ext_streams._C._ext_probe(ptr, 0)
-        if not problem:
-            assert aclsim.is_active(), "CANN refuses a stream of another device's context"
-            pytest.skip("aclsim takes work on a stream of npu:1 with npu:0 current (no context check)")
-        assert other_context, problem
+        assert problem and other_context, "the runtime (CANN, aclsim) refuses work on a stream of another device"
+        assert "107003" in problem, problem
         with pytest.raises(ValueError, match=r"is a stream of npu:1, not of npu:0.*Pass device=1"):
             torch_npu_ipc.ExternalStream(ptr, device=0)
     finally:

@@ -5,7 +5,6 @@
 #include <memory>
 #include <new>
 #include <string>
-#include <thread>
 
 #include "aclsim/runtime.h"
 
@@ -42,7 +41,7 @@ aclnnStatus launch(const char* op, aclOpExecutor* executor, aclrtStream stream) 
     std::shared_ptr<aclOpExecutor> shared(std::move(owned));
     const double cost = aclsim::op_cost_seconds();
     const aclError queued = aclsim::enqueue(stream, shared->op, [shared, cost]() -> aclError {
-      if (cost > 0) std::this_thread::sleep_for(std::chrono::duration<double>(cost));
+      if (cost > 0) aclsim::spend_device_time(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(cost)));
       try {
         shared->work();
         return ACL_SUCCESS;

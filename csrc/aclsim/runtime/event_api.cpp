@@ -111,7 +111,7 @@ aclError record_event(aclrtEvent event, aclrtStream stream) {
   aclError err = ACL_SUCCESS;
   auto e = lookup(event, "aclrtRecordEvent", &err);
   if (e == nullptr) return err;
-  auto s = resolve_stream(stream, &err);
+  auto s = resolve_work_stream(stream, "aclrtRecordEvent", &err);
   if (s == nullptr) return err;
   count(Counter::RecordEvent);
   return e->core->record(*s);
@@ -121,7 +121,7 @@ aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
   aclError err = ACL_SUCCESS;
   auto e = lookup(event, "aclrtStreamWaitEvent", &err);
   if (e == nullptr) return err;
-  auto s = resolve_stream(stream, &err);
+  auto s = resolve_work_stream(stream, "aclrtStreamWaitEvent", &err);
   if (s == nullptr) return err;
   count(Counter::StreamWaitEvent);
   return e->core->wait(*s);
@@ -220,7 +220,7 @@ ACLSIM_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
   auto e = lookup(event, "aclrtResetEvent", &err);
   if (e == nullptr) return err;
   if ((err = forbid_ipc(*e, "aclrtResetEvent")) != ACL_SUCCESS) return err;
-  auto s = resolve_stream(stream, &err);
+  auto s = resolve_work_stream(stream, "aclrtResetEvent", &err);
   if (s == nullptr) return err;
   return e->core->reset(*s);
 }

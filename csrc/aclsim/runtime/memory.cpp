@@ -258,7 +258,7 @@ ACLSIM_API aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src,
   CopyPlan plan{};
   if (aclError rc = plan_copy(dst, destMax, src, count, kind, &plan); rc != ACL_SUCCESS) return rc;
   aclError err = ACL_SUCCESS;
-  auto s = resolve_stream(stream, &err);
+  auto s = resolve_work_stream(stream, "aclrtMemcpyAsync", &err);
   if (s == nullptr) return err;
   aclsim::count(plan.counter);
   // Keep device allocations alive until the copy ran, even if freed meanwhile.

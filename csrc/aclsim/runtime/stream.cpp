@@ -1,11 +1,44 @@
 #include "stream.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "device.h"
 #include "no_destructor.h"
 
 namespace aclsim {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A task quicker than this is treated as taking its run time from the device
+// clock; a slower one (a wait that blocked, heavy CPU work) resets the clock
+// to the real time it finished.
+constexpr auto kQuickTask = std::chrono::microseconds(50);
+
+// The device-time bookkeeping of the task running on this worker thread.
+struct TaskClock {
+  Clock::time_point start;          // when it could start on the device
+  Clock::time_point spent_until{};  // end of the device time it spent, if any
+  Clock::time_point spent_at{};     // real time when that spending returned
+};
+thread_local TaskClock* running_task = nullptr;
+
+}  // namespace
+
+void spend_device_time(std::chrono::nanoseconds duration) {
+  TaskClock* task = running_task;
+  if (task == nullptr) {
+    std::this_thread::sleep_for(duration);
+    return;
+  }
+  const Clock::time_point from = task->spent_until == Clock::time_point{} ? task->start : task->spent_until;
+  task->spent_until = from + std::chrono::duration_cast<Clock::duration>(duration);
+  std::this_thread::sleep_until(task->spent_until);
+  task->spent_at = Clock::now();
+}
 
 Stream::Stream(int device, bool is_default)
     : device_(device), is_default_(is_default), worker_([this] { run(); }) {}
@@ -25,7 +58,7 @@ aclError Stream::enqueue(const char* what, Task task) {
   if (error_ != ACL_SUCCESS && stop_on_failure_) {
     return fail(error_, std::string(what) + ": stream stopped after an earlier failure: " + error_message_);
   }
-  queue_.push_back(std::move(task));
+  queue_.push_back(Queued{std::move(task), Clock::now()});
   ++enqueued_;
   work_cv_.notify_one();
   return ACL_SUCCESS;
@@ -37,20 +70,32 @@ void Stream::run() {
   for (;;) {
     work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping and drained
-    Task task = std::move(queue_.front());
+    Queued item = std::move(queue_.front());
     queue_.pop_front();
     bool skip = error_ != ACL_SUCCESS && stop_on_failure_;
     lock.unlock();
     aclError rc = ACL_SUCCESS;
     std::string message;
     if (!skip) {
-      rc = task();
+      TaskClock clock{std::max(item.launched, device_clock_)};
+      running_task = &clock;
+      const Clock::time_point t0 = Clock::now();
+      rc = item.task();
+      const Clock::time_point t1 = Clock::now();
+      running_task = nullptr;
+      if (clock.spent_until != Clock::time_point{}) {
+        device_clock_ = clock.spent_until + (t1 - clock.spent_at);  // plus the CPU work after the device time
+      } else if (t1 - t0 < kQuickTask) {
+        device_clock_ = clock.start + (t1 - t0);
+      } else {
+        device_clock_ = t1;
+      }
       if (rc != ACL_SUCCESS) {
         const char* m = aclGetRecentErrMsg();
         message = m != nullptr ? m : "device task failed";
       }
     }
-    task = nullptr;  // release captured resources before reporting done
+    item.task = nullptr;  // release captured resources before reporting done
     lock.lock();
     if (rc != ACL_SUCCESS && error_ == ACL_SUCCESS) {
       error_ = rc;
@@ -113,9 +158,22 @@ std::shared_ptr<Stream> resolve_stream(aclrtStream stream, aclError* err) {
   return s;
 }
 
+std::shared_ptr<Stream> resolve_work_stream(aclrtStream stream, const char* call, aclError* err) {
+  std::shared_ptr<Stream> s = resolve_stream(stream, err);
+  if (s == nullptr) return nullptr;
+  const int current = current_device();
+  if (current >= 0 && current != s->device()) {
+    *err = fail(ACL_ERROR_RT_STREAM_CONTEXT, std::string(call) + ": stream is not in current ctx (a stream of device " +
+                                                 std::to_string(s->device()) + ", device " + std::to_string(current) +
+                                                 " is current)");
+    return nullptr;
+  }
+  return s;
+}
+
 aclError enqueue(aclrtStream stream, const char* what, Task task) {
   aclError err = ACL_SUCCESS;
-  std::shared_ptr<Stream> s = resolve_stream(stream, &err);
+  std::shared_ptr<Stream> s = resolve_work_stream(stream, what, &err);
   if (s == nullptr) return err;
   return s->enqueue(what, std::move(task));
 }

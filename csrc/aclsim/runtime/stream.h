@@ -3,6 +3,7 @@
 // later, in order, as it would on the device.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -51,7 +52,14 @@ class Stream {
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  std::deque<Task> queue_;
+  struct Queued {
+    Task task;
+    std::chrono::steady_clock::time_point launched;  // when the host enqueued it
+  };
+  std::deque<Queued> queue_;
+  // The device clock: when the previous task would have finished on the
+  // device (see spend_device_time). Only the worker touches it.
+  std::chrono::steady_clock::time_point device_clock_{};
   uint64_t enqueued_ = 0;
   uint64_t finished_ = 0;
   bool stopping_ = false;
@@ -63,9 +71,17 @@ class Stream {
 
 HandleTable<Stream>& stream_table();
 
+
 // Resolves an aclrtStream argument: nullptr means the default stream of the
 // calling thread's current device. On failure returns nullptr and sets the
 // error message; *err receives the ACL error code.
 std::shared_ptr<Stream> resolve_stream(aclrtStream stream, aclError* err);
+
+// resolve_stream() for a call that gives the stream new work (launches,
+// async copies, event record/wait/reset, destroy). As on CANN, the stream must
+// belong to the calling thread's current context: a stream of another device
+// is refused with ACL_ERROR_RT_STREAM_CONTEXT (107003). A thread with no
+// current device is not checked (aclsim is lenient there).
+std::shared_ptr<Stream> resolve_work_stream(aclrtStream stream, const char* call, aclError* err);
 
 }  // namespace aclsim

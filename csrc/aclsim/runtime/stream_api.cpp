@@ -1,6 +1,5 @@
 // ACL stream calls.
 #include <chrono>
-#include <thread>
 
 #include "device.h"
 #include "stream.h"
@@ -19,8 +18,10 @@ aclError create_stream(aclrtStream* out) {
 }
 
 aclError destroy_stream(aclrtStream stream, bool force) {
-  auto s = stream_table().get(stream);
-  if (s == nullptr) return fail(ACL_ERROR_RT_STREAM_CONTEXT, "destroy stream: invalid stream handle");
+  if (stream == nullptr) return fail(ACL_ERROR_RT_STREAM_CONTEXT, "destroy stream: invalid stream handle");
+  aclError err = ACL_SUCCESS;
+  auto s = resolve_work_stream(stream, "aclrtDestroyStream", &err);
+  if (s == nullptr) return err;
   if (s->is_default()) return fail(ACL_ERROR_RT_PARAM_INVALID, "destroy stream: the default stream cannot be destroyed");
   stream_table().remove(stream);
   if (force) s->discard_pending();
@@ -106,9 +107,13 @@ ACLSIM_API aclError aclrtGetStreamOverflowSwitch(aclrtStream stream, uint32_t* f
 
 // Simulator control: enqueue `nanoseconds` of device work on a stream, so
 // tests and benchmarks can make work slow and observe overlap and races.
+// Not an ACL call: it takes a stream of any device, whatever is current.
 ACLSIM_API aclError aclsimStreamSleep(aclrtStream stream, uint64_t nanoseconds) {
-  return enqueue(stream, "aclsimStreamSleep", [nanoseconds] {
-    std::this_thread::sleep_for(std::chrono::nanoseconds(nanoseconds));
+  aclError err = ACL_SUCCESS;
+  auto s = resolve_stream(stream, &err);
+  if (s == nullptr) return err;
+  return s->enqueue("aclsimStreamSleep", [nanoseconds] {
+    spend_device_time(std::chrono::nanoseconds(nanoseconds));
     return ACL_SUCCESS;
   });
 }

@@ -9,6 +9,7 @@
 
 #include <acl/acl.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -68,6 +69,15 @@ using Task = std::function<aclError()>;
 // stream). `what` names the work in error messages. Returns an error, and
 // does not run the task, when the stream is invalid or already failed.
 ACLSIM_API aclError enqueue(aclrtStream stream, const char* what, Task task);
+
+// Spends `duration` of simulated device time in the task running on this
+// thread (aclsim.sleep, ACLSIM_OP_COST_US). The task ends `duration` after
+// it could start on the device (the later of its launch and the end of the
+// stream's previous task), not `duration` after the worker thread happened
+// to wake: the OS's wake-up latency does not add up over back-to-back work,
+// as it does not on hardware. Never ends before launch + duration. Outside a
+// stream worker it just sleeps.
+ACLSIM_API void spend_device_time(std::chrono::nanoseconds duration);
 
 // Simulated device time charged to every operator launch (seconds, from
 // ACLSIM_OP_COST_US; 0 by default).
