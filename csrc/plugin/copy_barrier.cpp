@@ -259,7 +259,7 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
     if (memory_format == at::MemoryFormat::Preserve) memory_format = self.suggest_memory_format();
     result = at::empty(self.sizes(), options.memory_format(memory_format));
   }
-  cross_device_copy(result, self, current_mode());
+  cross_device_copy(result, self, current_mode(), /*dst_is_fresh=*/true);
   torch::jit::drop(*stack, 7);
   torch::jit::push(*stack, std::move(result));
 }
@@ -268,7 +268,7 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
 
 // ------------------------------------------------------------ public API
 
-void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mode) {
+void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mode, bool dst_is_fresh) {
   TORCH_CHECK_VALUE(dst.device().type() == kNpu && src.device().type() == kNpu,
                     "cross_device_copy copies between NPU tensors, got ", src.device(), " -> ", dst.device());
   const c10::DeviceIndex s = src.device().index();
@@ -286,15 +286,21 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
   // A cast runs on S when it shrinks the data, else on D after the copy.
   const bool cast_before = src.scalar_type() != dst.scalar_type() &&
                            c10::elementSize(dst.scalar_type()) < c10::elementSize(src.scalar_type());
+  // A tensor made here lives on its device's current stream, the one the
+  // transfer orders (a: S's, which runs it; b: D's, which waits for it).
   at::Tensor a = src;
+  bool a_made_here = true;
   if (cast_before) {
     a = at::empty_like(src, src.options().dtype(dst.scalar_type()), at::MemoryFormat::Preserve);
     a.copy_(src);  // same device: torch_npu's kernel on S's current stream
   } else if (!src.is_non_overlapping_and_dense()) {
     a = src.contiguous();
+  } else {
+    a_made_here = false;
   }
   const bool direct = same_layout(a, dst) && dst.is_non_overlapping_and_dense();
   at::Tensor b = direct ? dst : at::empty_strided(a.sizes(), a.strides(), dst.options().dtype(a.scalar_type()));
+  const bool b_made_here = !direct || dst_is_fresh;
   const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
 
   bool done = false;
@@ -313,9 +319,12 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
   // waits for the transfer (barrier) or follows it (synchronize): a block is
   // only ever marked with a stream of its own device, because the allocator
   // records the marking event with the block's device current, and the
-  // runtime refuses a record on another device's stream (107003).
-  record_use(a, src_stream);
-  record_use(b, dst_stream);
+  // runtime refuses a record on another device's stream (107003). Blocks
+  // made here already belong to those streams: torch_npu's recordStream is
+  // not a no-op for a block's own stream (it costs an event record at the
+  // free, then polling), so they are not marked.
+  if (!a_made_here) record_use(a, src_stream);
+  if (!b_made_here) record_use(b, dst_stream);
   if (!direct) dst.copy_(b);  // same device: cast / broadcast / strides on D's current stream
 }
 

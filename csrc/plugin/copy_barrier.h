@@ -57,6 +57,8 @@ void copies_reset_stats();
 
 // Copies `src` (NPU) into `dst` (NPU, another device) as described above.
 // Shapes must be broadcastable (src to dst). Independent of the hook.
-void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mode);
+// `dst_is_fresh`: dst was just allocated on its device's current stream
+// (Tensor.to()), so its block needs no marking for the transfer's streams.
+void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mode, bool dst_is_fresh = false);
 
 }  // namespace torch_npu_ipc

@@ -155,6 +155,30 @@ def test_no_host_sync_counters_during_many_copies() -> None:
         assert torch.equal(y.cpu(), values())
 
 
+def test_to_costs_two_records_and_nothing_at_the_free() -> None:
+    """Per ``.to()``: two event records, two stream waits, one transfer; freeing the result records nothing.
+
+    The result is allocated on the destination's current stream, which the
+    barrier orders: marking it with that stream (recordStream) would make
+    torch_npu's allocator record and poll an event at every free.
+    """
+    x = values().to("npu:0")
+    for _ in range(3):
+        x.to("npu:1")
+    torch.npu.synchronize(0)
+    torch.npu.synchronize(1)
+    before = aclsim.counters()
+    for _ in range(20):
+        y = x.to("npu:1")
+        del y  # freed at once: its block goes back to npu:1's current stream
+    torch.npu.synchronize(0)
+    torch.npu.synchronize(1)
+    after = aclsim.counters()
+    d = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    assert d.get("aclrtRecordEvent") == 40 and d.get("aclrtStreamWaitEvent") == 40, d
+    assert d.get("memcpy_inter_device") == 20 and not d.get("aclrtQueryEventStatus"), d
+
+
 # ------------------------------------------------------------------------------- casts and layouts
 CASTS = [
     (torch.float32, torch.float16),  # shrinks: cast on the source before the transfer
