@@ -156,16 +156,13 @@ def import_tensor(data: bytes, device: int | str | torch.device | None = None) -
     target = fields[1] if device is None else npu_index(device, what="import_tensor device")
     if fields[5] == 0:
         out = torch.empty(sizes, dtype=dtype, device=f"npu:{target}")
-    else:
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        _check_bounds(sizes, strides, offset, itemsize, fields[5])
-        with torch.npu.device(target):  # initializes the device's streams in this process if needed
-            raw = _C._rebuild_storage(fields, target)
-        out = torch.empty(0, dtype=dtype, device=raw.device)
-        out.set_(raw.untyped_storage(), offset, sizes, strides)
-    if requires_grad:
-        out.requires_grad_(True)
-    return out
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+    _check_bounds(sizes, strides, offset, dtype.itemsize, fields[5])
+    torch.npu._lazy_init()  # a receiver may not have touched the NPU yet (returns at once after the first call)
+    # One call: import (cached), the stream wait, the slot claim, the exact view (target device made current).
+    return _C._rebuild_tensor(fields, target, dtype, sizes, strides, offset, requires_grad)
 
 
 def ipc_collect() -> int:
@@ -173,7 +170,11 @@ def ipc_collect() -> int:
 
     Blocks the producer dropped while receivers still held them wait in a
     limbo list; this returns them to the allocator once every receiver
-    released them. Returns the number of blocks released.
+    released them. Returns the number of blocks released. Cheap enough to
+    call often: one pass over the reference tables and the limbo list, and
+    dead receivers are looked up at most every 50 ms. Sending also collects
+    by itself, amortized, when the limbo list grew (those blocks are not
+    counted here).
     """
     return int(_C._ipc_collect())
 
@@ -246,7 +247,7 @@ def safe_globals() -> list[Callable[..., Any]]:
 @atexit.register
 def _warn_if_shared_tensors_alive() -> None:
     try:
-        _C._ipc_collect()  # forget receivers that exited before their release reached us
+        _C._ipc_collect(force=True)  # forget receivers that exited before their release reached us
         live = _C._sharing_stats()["live_slots"]
     except Exception:  # the runtime may already be finalized
         return

@@ -47,14 +47,17 @@ void bind_sharing(py::module_& m) {
       },
       py::arg("tensor"), "Share the storage of an NPU tensor; returns the descriptor fields.");
   m.def(
-      "_rebuild_storage",
-      [](const Fields& f, int64_t device) {
+      "_rebuild_tensor",
+      [](const Fields& f, int64_t device, at::ScalarType dtype, const std::vector<int64_t>& sizes,
+         const std::vector<int64_t>& strides, int64_t storage_offset, bool requires_grad) {
         Descriptor d = from_fields(f);
         py::gil_scoped_release no_gil;
-        return rebuild_storage(d, device);
+        return rebuild_tensor(d, device, dtype, sizes, strides, storage_offset, requires_grad);
       },
-      py::arg("fields"), py::arg("device"), "A uint8 NPU tensor viewing a storage shared by another process.");
-  m.def("_ipc_collect", &ipc_collect, py::call_guard<py::gil_scoped_release>());
+      py::arg("fields"), py::arg("device"), py::arg("dtype"), py::arg("sizes"), py::arg("strides"),
+      py::arg("storage_offset"), py::arg("requires_grad"),
+      "The tensor another process shared, with its exact layout, in one call (bounds validated by the caller).");
+  m.def("_ipc_collect", &ipc_collect, py::arg("force") = false, py::call_guard<py::gil_scoped_release>());
   m.def("_inflight_budget", &inflight_budget);
   m.def("_sharing_stats", [] {
     SharingStats s = sharing_stats();

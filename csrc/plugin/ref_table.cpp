@@ -2,16 +2,20 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -24,6 +28,11 @@ namespace {
 
 constexpr uint32_t kMagic = 0x54524546;  // "TREF"
 constexpr char kPrefix[] = "torch_npu_ipc.";
+// Tables a receiver keeps mapped after its last tensor of them died.
+constexpr size_t kRecentTables = 16;
+// Without pidfd_open, an owner found alive in /proc is not looked up again
+// for this long.
+constexpr auto kProcCheckInterval = std::chrono::milliseconds(50);
 
 struct Header {
   uint32_t magic;
@@ -74,13 +83,52 @@ std::string pidns() {
   return digits;
 }
 
-std::mutex& cache_mu() {
-  static std::mutex mu;
-  return mu;
+// A pidfd for `pid` (-1 when pidfd_open is unavailable or the pid is gone).
+int pidfd_open(int32_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // close-on-exec by default
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
 }
-std::map<std::string, std::weak_ptr<RefTable>>& cache() {
-  static std::map<std::string, std::weak_ptr<RefTable>> m;
-  return m;
+
+// True once the process behind `pidfd` exited (it turns readable then).
+bool pidfd_exited(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  int n = poll(&p, 1, 0);
+  return n > 0;
+}
+
+// Start time encoded in a table name (torch_npu_ipc.<ns>.<pid>.<start>.<seq>), 0 if unknown.
+uint64_t start_of_name(const std::string& name) {
+  const std::string prefix = "/" + std::string(kPrefix);
+  if (name.compare(0, prefix.size(), prefix) != 0) return 0;
+  unsigned long ns = 0, pid = 0, st = 0, seq = 0;
+  if (std::sscanf(name.c_str() + prefix.size(), "%lu.%lu.%lu.%lu", &ns, &pid, &st, &seq) != 4) return 0;
+  return st;
+}
+
+struct TableCache {
+  std::mutex mu;
+  std::map<std::string, std::weak_ptr<RefTable>> by_name;
+  // The most recently opened tables stay mapped (least recent first).
+  std::deque<std::shared_ptr<RefTable>> recent;
+};
+
+TableCache& cache() {
+  // Never destroyed: receivers' deleters may run during interpreter shutdown.
+  static TableCache* c = std::make_unique<TableCache>().release();
+  return *c;
+}
+
+void touch_locked(TableCache& c, const std::shared_ptr<RefTable>& t) {
+  if (!c.recent.empty() && c.recent.back() == t) return;
+  auto it = std::find(c.recent.begin(), c.recent.end(), t);
+  if (it != c.recent.end()) c.recent.erase(it);
+  c.recent.push_back(t);
+  if (c.recent.size() > kRecentTables) c.recent.pop_front();
 }
 
 // Names of the tables this process created. The tables themselves are never
@@ -111,6 +159,18 @@ OwnedNames& owned_names() {
 }
 
 }  // namespace
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
 
 void remove_stale_tables() {
   const std::string mine = std::string(kPrefix) + pidns() + ".";
@@ -152,15 +212,19 @@ std::shared_ptr<RefTable> RefTable::create() {
   h->magic = kMagic;
   owned_names().add(name);
   auto t = std::make_shared<RefTable>(Key{}, name, p, true);
-  std::lock_guard<std::mutex> lock(cache_mu());
-  cache()[name] = t;
+  std::lock_guard<std::mutex> lock(cache().mu);
+  cache().by_name[name] = t;
   return t;
 }
 
 std::shared_ptr<RefTable> RefTable::open(const std::string& name) {
-  std::lock_guard<std::mutex> lock(cache_mu());
-  if (auto it = cache().find(name); it != cache().end()) {
-    if (auto t = it->second.lock()) return t;
+  TableCache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (auto it = c.by_name.find(name); it != c.by_name.end()) {
+    if (auto t = it->second.lock()) {
+      if (!t->owner_) touch_locked(c, t);
+      return t;
+    }
   }
   TORCH_CHECK_VALUE(name.size() > 1 && name.size() < 200 && name[0] == '/' && name.find('/', 1) == std::string::npos &&
                         name.compare(1, sizeof(kPrefix) - 1, kPrefix) == 0,
@@ -180,11 +244,17 @@ std::shared_ptr<RefTable> RefTable::open(const std::string& name) {
     TORCH_CHECK(false, "the shared reference table ", name, " is not a torch_npu_ipc table");
   }
   auto t = std::make_shared<RefTable>(Key{}, name, p, false);
-  cache()[name] = t;
+  // Drop names whose tables are gone, so the map stays as small as the cache.
+  for (auto it = c.by_name.begin(); it != c.by_name.end();) {
+    it = it->second.expired() ? c.by_name.erase(it) : std::next(it);
+  }
+  c.by_name[name] = t;
+  touch_locked(c, t);
   return t;
 }
 
-RefTable::RefTable(Key, std::string name, void* base, bool owner) : name_(std::move(name)), base_(base), owner_(owner) {}
+RefTable::RefTable(Key, std::string name, void* base, bool owner)
+    : name_(std::move(name)), base_(base), owner_(owner), owner_start_(start_of_name(name_)) {}
 
 RefTable::~RefTable() {
   munmap(base_, kBytes);
@@ -200,7 +270,37 @@ std::atomic<uint64_t>* RefTable::tag_word(uint32_t index) const { return word(kS
 
 int32_t RefTable::owner_pid() const { return static_cast<Header*>(base_)->owner_pid; }
 
-bool RefTable::owner_alive() const { return alive(owner_pid()); }
+bool RefTable::owner_alive() const {
+  const int32_t pid = owner_pid();
+  if (owner_ || pid == static_cast<int32_t>(getpid())) return true;
+  std::lock_guard<std::mutex> lock(alive_mu_);
+  if (owner_dead_) return false;
+  if (!pidfd_tried_) {
+    pidfd_tried_ = true;
+    // Open the pidfd first, then check the start time: if it still matches
+    // the table's name, the pidfd names the owner and not a later process
+    // that reused its pid.
+    UniqueFd fd(pid > 0 ? pidfd_open(pid) : -1);
+    const uint64_t st = start_time(pid);
+    if (st == 0 || (owner_start_ != 0 && st != owner_start_)) {
+      owner_dead_ = true;
+      return false;
+    }
+    pidfd_ = std::move(fd);
+    last_proc_check_ = std::chrono::steady_clock::now();
+  }
+  if (pidfd_.get() >= 0) {
+    owner_dead_ = pidfd_exited(pidfd_.get());
+    return !owner_dead_;
+  }
+  // No pidfd (an old kernel, or a sandbox refusing the syscall): /proc, rate-limited.
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_proc_check_ < kProcCheckInterval) return true;
+  last_proc_check_ = now;
+  const uint64_t st = alive(pid) ? start_time(pid) : 0;
+  owner_dead_ = st == 0 || (owner_start_ != 0 && st != owner_start_);
+  return !owner_dead_;
+}
 
 bool RefTable::take(SlotRef* out, uint64_t tag) {
   auto* h = static_cast<Header*>(base_);
@@ -242,7 +342,36 @@ void RefTable::release(const SlotRef& ref) {
   }
 }
 
-void RefTable::reclaim(const SlotRef& ref) { release(ref); }
+bool RefTable::reclaim_unclaimed(const SlotRef& ref) {
+  if (ref.index >= kSlots) return false;
+  std::atomic<uint64_t>* w = word(ref.index);
+  uint64_t cur = w->load();
+  while (gen_of(cur) == ref.generation && state_of(cur) == SlotState::Sent) {
+    if (w->compare_exchange_weak(cur, pack(ref.generation, SlotState::Free, 0))) return true;
+  }
+  return false;
+}
+
+uint32_t RefTable::reclaim_unclaimed_forwards(std::chrono::steady_clock::duration timeout) {
+  const int32_t me = static_cast<int32_t>(getpid());
+  const auto now = std::chrono::steady_clock::now();
+  std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> still;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const uint64_t cur = word(i)->load();
+    if (state_of(cur) != SlotState::Sent || pid_of(cur) == me) continue;
+    const uint64_t key = (static_cast<uint64_t>(i) << 32) | gen_of(cur);
+    auto it = forward_seen_.find(key);
+    const auto first = it == forward_seen_.end() ? now : it->second;
+    if (now - first > timeout && reclaim_unclaimed(SlotRef{i, gen_of(cur)})) {
+      ++n;
+      continue;
+    }
+    still.emplace(key, first);
+  }
+  forward_seen_.swap(still);
+  return n;
+}
 
 bool RefTable::live(const SlotRef& ref) const {
   uint64_t cur = word(ref.index)->load();
@@ -267,17 +396,35 @@ bool RefTable::tag_live(uint64_t tag) const {
   return false;
 }
 
+bool RefTable::owner_alive_now() const {
+  if (!owner_alive()) return false;
+  const int32_t pid = owner_pid();
+  if (owner_ || pid == static_cast<int32_t>(getpid())) return true;
+  const uint64_t st = alive(pid) ? start_time(pid) : 0;
+  return st != 0 && (owner_start_ == 0 || st == owner_start_);
+}
+
+void RefTable::live_tags(std::unordered_set<uint64_t>* out) const {
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    if (state_of(word(i)->load(std::memory_order_acquire)) != SlotState::Free) out->insert(tag_word(i)->load());
+  }
+}
+
 uint32_t RefTable::live_count() const {
   uint32_t n = 0;
   for (uint32_t i = 0; i < kSlots; ++i) n += state_of(word(i)->load()) != SlotState::Free;
   return n;
 }
 
-uint32_t RefTable::reclaim_dead_holders() {
+uint32_t RefTable::reclaim_dead_holders(PidMemo* memo) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < kSlots; ++i) {
     uint64_t cur = word(i)->load();
-    if (state_of(cur) == SlotState::Claimed && !alive(pid_of(cur))) {
+    if (state_of(cur) != SlotState::Claimed) continue;
+    const int32_t pid = pid_of(cur);
+    auto it = memo->find(pid);
+    if (it == memo->end()) it = memo->emplace(pid, alive(pid)).first;
+    if (!it->second) {
       release(SlotRef{i, gen_of(cur)});
       ++n;
     }

@@ -14,12 +14,22 @@
 // File names carry the pid namespace, pid and process start time, so they
 // cannot collide, and files left by a crashed producer in this namespace are
 // removed by the next process that creates a table.
+//
+// Receivers keep the 16 most recently opened tables mapped (a receiver gets
+// every tensor of a producer through the same few tables, and mapping one
+// per tensor cost a shm_open, an mmap and an munmap each time). Whether the
+// owner still runs is answered by a pidfd opened once per table (poll, no
+// /proc access); without pidfd_open, by reading /proc at most every 50 ms.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace torch_npu_ipc {
 
@@ -30,6 +40,31 @@ struct SlotRef {
   uint32_t generation = 0;
 };
 
+// An owned file descriptor (closed on destruction).
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd();
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Liveness of other processes, memoized for one pass over the slots (a
+// receiver holding many slots is looked up once).
+using PidMemo = std::unordered_map<int32_t, bool>;
+
 class RefTable {
   struct Key {};
 
@@ -38,7 +73,8 @@ class RefTable {
 
   // A new table owned by this process (name() gives its shm name).
   static std::shared_ptr<RefTable> create();
-  // Opens another process's table by name (cached per name).
+  // Opens another process's table by name. Tables stay cached while in use,
+  // and the 16 most recently opened ones stay mapped after that.
   static std::shared_ptr<RefTable> open(const std::string& name);
 
   RefTable(Key, std::string name, void* base, bool owner);
@@ -48,7 +84,13 @@ class RefTable {
 
   const std::string& name() const { return name_; }
   int32_t owner_pid() const;
+  // True while the owner runs (a zombie counts as exited). Cheap: a poll on
+  // the owner's pidfd, or a /proc read at most every 50 ms without pidfd.
   bool owner_alive() const;
+  // The thorough check, for error paths: also reads /proc now, where an
+  // exiting owner shows as a zombie while its last threads still run (and
+  // its pidfd is not readable yet).
+  bool owner_alive_now() const;
 
   // Producer or forwarder: takes a free slot in state Sent, tagged with the
   // producer's block id `tag` (a forwarder copies the tag of the slot it
@@ -59,6 +101,8 @@ class RefTable {
   uint64_t tag(const SlotRef& ref) const;
   // True while any slot tagged `tag` is Sent or Claimed.
   bool tag_live(uint64_t tag) const;
+  // Adds the tag of every slot that is Sent or Claimed to `out` (one pass).
+  void live_tags(std::unordered_set<uint64_t>* out) const;
   // Receiver: Sent -> Claimed by this pid. False when the slot was
   // reclaimed or claimed by someone else.
   bool claim(const SlotRef& ref);
@@ -69,12 +113,17 @@ class RefTable {
   SlotState state(const SlotRef& ref) const;
   // Slots currently Sent or Claimed.
   uint32_t live_count() const;
-  // Owner: frees the slot whatever its state (used for dead holders and
-  // unclaimed timeouts).
-  void reclaim(const SlotRef& ref);
+  // Owner: frees the slot if it is still Sent (a descriptor nobody
+  // received); false when a receiver claimed it first, or it is gone.
+  bool reclaim_unclaimed(const SlotRef& ref);
+  // Owner: reclaims the Sent slots other processes (forwarders) took in this
+  // table and nobody claimed within `timeout` of this process first seeing
+  // them (the owner does not know when they were sent); returns how many.
+  // Call under the caller's lock: it keeps the first-seen times.
+  uint32_t reclaim_unclaimed_forwards(std::chrono::steady_clock::duration timeout);
   // Owner: frees slots claimed by processes that no longer exist; returns
-  // how many.
-  uint32_t reclaim_dead_holders();
+  // how many. `memo` caches each holder's liveness for the pass.
+  uint32_t reclaim_dead_holders(PidMemo* memo);
 
  private:
   std::atomic<uint64_t>* word(uint32_t index) const;
@@ -83,6 +132,17 @@ class RefTable {
   std::string name_;
   void* base_;
   bool owner_;
+  uint64_t owner_start_ = 0;  // owner's start time, from the name (0: unknown)
+  // Owner: when each forwarded Sent slot ((index << 32) | generation) was
+  // first seen by reclaim_unclaimed_forwards.
+  std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> forward_seen_;
+
+  // Liveness of the owner (receivers and forwarders only).
+  mutable std::mutex alive_mu_;
+  mutable bool pidfd_tried_ = false;
+  mutable UniqueFd pidfd_;
+  mutable bool owner_dead_ = false;  // sticky: a process does not come back
+  mutable std::chrono::steady_clock::time_point last_proc_check_{};
 };
 
 // Removes shared-memory tables of dead processes of this pid namespace.

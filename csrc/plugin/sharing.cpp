@@ -1,6 +1,7 @@
 #include "sharing.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,16 @@ namespace torch_npu_ipc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A full pass over the in-flight sends (timeouts, sends claimed out of
+// order) runs every this many shares, or when the budget looks exhausted;
+// in between, only finished sends at the front are dropped.
+constexpr uint32_t kFullPruneEvery = 64;
+// Dead receivers are looked for (a /proc read per holder pid) at most this often.
+constexpr auto kDeadScanInterval = std::chrono::milliseconds(50);
+// share_storage() collects limbo by itself once it holds this many blocks,
+// then again when it doubled (amortized: never on every share).
+constexpr size_t kAutoCollectMin = 64;
 
 int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
@@ -74,7 +86,11 @@ struct State {
   std::mutex mu;
   std::vector<std::shared_ptr<RefTable>> tables;
   std::deque<Inflight> inflight;
+  int64_t inflight_events = 0;  // entries of `inflight` holding an event
+  uint32_t shares_since_prune = 0;
+  Clock::time_point last_dead_scan{};
   std::vector<std::unique_ptr<SentBlock>> limbo;
+  size_t auto_collect_at = kAutoCollectMin;
   uint64_t next_tag = 1;
   int64_t fallback_syncs = 0;
   bool in_fallback = false;
@@ -144,10 +160,9 @@ class Releaser {
         try {
           AclDeviceGuard guard(stream.device_index());
           aclrtStream raw = drained(stream);
-          aclrtEvent fence = nullptr;
-          if (raw != nullptr && acl().CreateEventExWithFlag(&fence, ACL_EVENT_SYNC) == ACL_SUCCESS) {
-            if (acl().RecordEvent(fence, raw) == ACL_SUCCESS) acl().SynchronizeEvent(fence);
-            acl().DestroyEvent(fence);
+          aclrtEvent fence = fence_for(stream.device_index());
+          if (raw != nullptr && fence != nullptr && acl().RecordEvent(fence, raw) == ACL_SUCCESS) {
+            acl().SynchronizeEvent(fence);
           }
         } catch (...) {
           // The runtime is going away; releasing the slots is still right.
@@ -156,10 +171,24 @@ class Releaser {
       for (auto& item : batch) item.first->ref.table->release(item.first->ref.slot);
     }
   }
+  // One fence per device, created on first use and reused for every batch
+  // (only the releaser thread touches it, and it waits for each record
+  // before the next). Never destroyed, like the releaser.
+  aclrtEvent fence_for(c10::DeviceIndex device) {
+    auto it = fences_.find(device);
+    if (it != fences_.end()) return it->second;
+    aclrtEvent fence = nullptr;
+    auto create = acl().CreateEventExWithFlag;
+    if (create == nullptr || create(&fence, ACL_EVENT_SYNC) != ACL_SUCCESS) return nullptr;
+    fences_.emplace(device, fence);
+    return fence;
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::unique_ptr<Received>, c10_npu::NPUStream>> queue_;
   bool started_ = false;
+  std::map<c10::DeviceIndex, aclrtEvent> fences_;  // releaser thread only
 };
 
 void sent_block_deleter(void* ctx) {
@@ -186,33 +215,60 @@ Ref take_slot_locked(State& s, uint64_t tag) {
   return Ref{s.tables.back(), slot};
 }
 
-// Drops finished in-flight sends; returns how many are still waiting.
-int64_t prune_inflight_locked(State& s) {
+// A send leaves the in-flight list once its receiver claimed the slot (its
+// wait is issued) or the slot was released.
+bool send_finished(const Inflight& f) { return f.ref.table->state(f.ref.slot) != SlotState::Sent; }
+
+// Drops finished in-flight sends (their events return to the pool) and
+// returns how many sends with an event are still waiting. Receivers mostly
+// claim in send order, so the cheap part pops from the front; `full` also
+// walks the whole list (sends claimed out of order, unclaimed timeouts).
+int64_t prune_inflight_locked(State& s, bool full) {
+  while (!s.inflight.empty() && send_finished(s.inflight.front())) {
+    s.inflight_events -= s.inflight.front().event != nullptr;
+    s.inflight.pop_front();
+  }
+  if (!full) return s.inflight_events;
+  s.shares_since_prune = 0;
   const auto now = Clock::now();
   std::deque<Inflight> keep;
   for (auto& f : s.inflight) {
-    SlotState st = f.ref.table->state(f.ref.slot);
-    if (st != SlotState::Sent) continue;  // received (its wait is issued) or released
-    if (now - f.sent > unclaimed_timeout()) {
-      f.ref.table->reclaim(f.ref.slot);  // never received: free the block
-      continue;
+    if (send_finished(f)) continue;
+    if (now - f.sent > unclaimed_timeout() && f.ref.table->reclaim_unclaimed(f.ref.slot)) {
+      continue;  // never received: the block is free to go
     }
     keep.push_back(std::move(f));
   }
   s.inflight.swap(keep);
-  int64_t with_event = 0;
-  for (const auto& f : s.inflight) with_event += f.event != nullptr;
-  return with_event;
+  s.inflight_events = 0;
+  for (const auto& f : s.inflight) s.inflight_events += f.event != nullptr;
+  return s.inflight_events;
 }
 
-int64_t collect_locked(State& s) {
-  for (auto& t : s.tables) t->reclaim_dead_holders();
-  prune_inflight_locked(s);
+// One pass: reclaim slots of dead receivers (at most every
+// kDeadScanInterval unless `force`), then one scan of our tables for the
+// block tags still referenced, then one walk of the limbo list.
+int64_t collect_locked(State& s, bool force) {
+  const auto now = Clock::now();
+  if (force || now - s.last_dead_scan >= kDeadScanInterval) {
+    s.last_dead_scan = now;
+    PidMemo memo;
+    for (auto& t : s.tables) {
+      t->reclaim_dead_holders(&memo);
+      t->reclaim_unclaimed_forwards(unclaimed_timeout());  // forwarded descriptors nobody received
+    }
+  }
+  prune_inflight_locked(s, /*full=*/true);
+  if (s.limbo.empty()) return 0;
+  // Every slot that keeps a block alive carries its tag: our own sends and
+  // the slots forwarders took for it.
+  std::unordered_set<uint64_t> live;
+  for (const auto& t : s.tables) t->live_tags(&live);
   int64_t freed = 0;
   std::vector<std::unique_ptr<SentBlock>> keep;
   std::vector<std::unique_ptr<SentBlock>> release;
   for (auto& b : s.limbo) {
-    if (block_live_locked(s, *b)) {
+    if (live.count(b->tag) != 0) {
       keep.push_back(std::move(b));
     } else {
       release.push_back(std::move(b));
@@ -291,6 +347,12 @@ Descriptor share_storage(const c10::Storage& storage) {
     auto& refs = sent->refs;
     refs.erase(std::remove_if(refs.begin(), refs.end(), [](const Ref& r) { return !r.live(); }), refs.end());
     refs.push_back(ref);
+    // A producer that never calls ipc_collect() (or rarely) still returns
+    // blocks its receivers let go; amortized, the limbo list stays bounded.
+    if (s.limbo.size() >= s.auto_collect_at) {
+      collect_locked(s, /*force=*/false);
+      s.auto_collect_at = std::max(kAutoCollectMin, 2 * s.limbo.size());
+    }
   }
   d.ref_table = ref.table->name();
   d.slot_index = ref.slot.index;
@@ -301,7 +363,8 @@ Descriptor share_storage(const c10::Storage& storage) {
   std::shared_ptr<IpcEvent> event;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (prune_inflight_locked(s) < inflight_budget()) {
+    const bool full = s.inflight_events >= inflight_budget() || ++s.shares_since_prune >= kFullPruneEvery;
+    if (prune_inflight_locked(s, full) < inflight_budget()) {
       s.in_fallback = false;
     } else {
       s.in_fallback = true;
@@ -311,6 +374,7 @@ Descriptor share_storage(const c10::Storage& storage) {
       event = EventManager::get().acquire(dev.index());
     }
     s.inflight.push_back(Inflight{ref, event, Clock::now()});
+    s.inflight_events += event != nullptr;
   }
   if (event != nullptr) {
     event->record(stream);
@@ -332,15 +396,24 @@ at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
   // producer) opens it from its cache even after the producer exited.
   TORCH_CHECK(table->owner_alive(), "the producer of this shared tensor (pid ", table->owner_pid(),
               ") has exited: its memory is gone");
-  auto import = Import::get(d.mem_key, target, static_cast<c10::DeviceIndex>(d.device));
   SlotRef slot{d.slot_index, d.slot_generation};
   TORCH_CHECK_VALUE(slot.index < RefTable::kSlots, "descriptor's reference slot is out of range");
-  if (!d.event_handle.empty()) {
-    // Always wait on THIS send's event, even when the block was cached. The
-    // wait is issued BEFORE the slot is claimed: the producer returns the
-    // pooled event for reuse once the slot leaves Sent, and a wait issued
-    // after a re-record would bind to that later, unrelated record.
-    open_event(d.event_handle, target)->wait(c10_npu::getCurrentNPUStream(target));
+  std::shared_ptr<Import> import;
+  try {
+    import = Import::get(d.mem_key, target, static_cast<c10::DeviceIndex>(d.device));
+    if (!d.event_handle.empty()) {
+      // Always wait on THIS send's event, even when the block was cached. The
+      // wait is issued BEFORE the slot is claimed: the producer returns the
+      // pooled event for reuse once the slot leaves Sent, and a wait issued
+      // after a re-record would bind to that later, unrelated record.
+      open_event(d.event_handle, target)->wait(c10_npu::getCurrentNPUStream(target));
+    }
+  } catch (const c10::Error&) {
+    // The cheap liveness check above misses a producer in the middle of
+    // exiting; name that cause rather than the runtime's error.
+    TORCH_CHECK(table->owner_alive_now(), "the producer of this shared tensor (pid ", table->owner_pid(),
+                ") has exited: its memory is gone");
+    throw;
   }
   TORCH_CHECK(table->claim(slot),
               "this shared tensor can no longer be received: it was received already (a descriptor is valid for "
@@ -362,17 +435,30 @@ at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
   return t;
 }
 
-int64_t ipc_collect() {
+at::Tensor rebuild_tensor(const Descriptor& d, int64_t device, c10::ScalarType dtype, c10::IntArrayRef sizes,
+                          c10::IntArrayRef strides, int64_t storage_offset, bool requires_grad) {
+  const auto target = static_cast<c10::DeviceIndex>(device < 0 ? d.device : device);
+  // The target device current for the rebuild (its context and streams are
+  // created on first use); restored on return.
+  c10::DeviceGuard guard(npu(target));
+  at::Tensor raw = rebuild_storage(d, target);
+  at::Tensor out = at::empty({0}, raw.options().dtype(dtype));
+  out.set_(raw.storage(), storage_offset, sizes, strides);
+  if (requires_grad) out.set_requires_grad(true);
+  return out;
+}
+
+int64_t ipc_collect(bool force) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  return collect_locked(s);
+  return collect_locked(s, force);
 }
 
 SharingStats sharing_stats() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   SharingStats st;
-  st.inflight_events = prune_inflight_locked(s);
+  st.inflight_events = prune_inflight_locked(s, /*full=*/true);
   st.limbo_blocks = static_cast<int64_t>(s.limbo.size());
   for (const auto& t : s.tables) st.live_slots += t->live_count();
   st.fallback_syncs = s.fallback_syncs;

@@ -41,10 +41,19 @@ Descriptor share_storage(const c10::Storage& storage);
 // storage. `device` < 0 means the producer's device index.
 at::Tensor rebuild_storage(const Descriptor& d, int64_t device);
 
+// Consumer side in one call: rebuild_storage() on `device` (made current
+// for the call), viewed with the sender's dtype, sizes, strides and storage
+// offset (the caller validated them against the storage size), and
+// requires_grad.
+at::Tensor rebuild_tensor(const Descriptor& d, int64_t device, c10::ScalarType dtype, c10::IntArrayRef sizes,
+                          c10::IntArrayRef strides, int64_t storage_offset, bool requires_grad);
+
 // Releases what receivers let go: limbo blocks, slots of dead receivers,
 // unclaimed slots past their timeout, events of claimed sends. Returns the
-// number of blocks returned to the allocator.
-int64_t ipc_collect();
+// number of blocks returned to the allocator. Dead receivers are looked up
+// at most every 50 ms unless `force`. share_storage() also runs it,
+// amortized, when its limbo list grew (those blocks are not counted here).
+int64_t ipc_collect(bool force = false);
 
 struct SharingStats {
   int64_t inflight_events = 0;

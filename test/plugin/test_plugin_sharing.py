@@ -387,3 +387,46 @@ def test_forwarding_to_a_third_process() -> None:
     s.also_expect("receiver")
     s.start("producer", _fwd_producer, s.results)
     s.finish(timeout=180)
+
+
+UNCLAIMED_S = 2  # TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S for the next test
+
+
+def _unclaimed_producer(results: Any) -> None:
+    to_mid, mid_out, mid_back = CTX.Queue(), CTX.Queue(), CTX.Queue()
+    mid = spawn_reporting(results, "forwarder", _fwd_middle, to_mid, mid_out, mid_back)
+    t = torch.full((N_FWD,), 3.0, device="npu:0")
+    u = torch.full((N_FWD,), 4.0, device="npu:0")
+    torch.npu.current_stream().synchronize()  # set-up only
+    to_mid.put(torch_npu_ipc.export_tensor(t))
+    assert get(mid_back) == "forwarded"
+    get(mid_out)  # the forwarder's descriptors (t and a view): dropped, nobody will receive them
+    torch_npu_ipc.export_tensor(u)  # our own descriptor: dropped too
+    to_mid.put("exit")
+    mid.join(60)
+    assert mid.exitcode == 0
+    del t, u
+    st = torch_npu_ipc.sharing_stats()
+    assert st["limbo_blocks"] == 2, f"both blocks must wait for their unclaimed slots: {st}"
+    start = time.monotonic()
+    freed = 0
+    while time.monotonic() < start + UNCLAIMED_S + 30 and torch_npu_ipc.sharing_stats()["limbo_blocks"]:
+        freed += torch_npu_ipc.ipc_collect()
+        time.sleep(0.1)
+    waited = time.monotonic() - start
+    st = torch_npu_ipc.sharing_stats()
+    assert freed == 2 and st["limbo_blocks"] == 0 and st["live_slots"] == 0, (freed, st)
+    assert waited >= UNCLAIMED_S - 0.2, f"unclaimed slots reclaimed after {waited:.1f} s, before the timeout"
+
+
+def test_unclaimed_sends_and_forwards_are_reclaimed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Descriptors nobody receives, the producer's own and a dead forwarder's, free their blocks after the timeout.
+
+    The owner does not know when a forwarder sent, so it counts from the
+    first collect that saw the forwarded slot.
+    """
+    monkeypatch.setenv("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", str(UNCLAIMED_S))
+    s = Scenario()
+    s.also_expect("forwarder")
+    s.start("producer", _unclaimed_producer, s.results)
+    s.finish(timeout=120)

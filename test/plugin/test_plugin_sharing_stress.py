@@ -3,6 +3,8 @@
 - Thousands of tensors in a loop: no growth in events, device memory or
   /dev/shm files, and never in fallback while the receiver keeps up. The
   default run sends 1,000; ``--soak`` runs the 10,000 version.
+- A producer that never calls ``ipc_collect()``: sending collects limbo by
+  itself (amortized), so it stays bounded.
 - A small ``TORCH_NPU_IPC_MAX_INFLIGHT``: sends past the budget synchronize
   (one warning) and return to events once the receiver drained them.
 - A receiver SIGKILLed while holding tensors: ``ipc_collect()`` reclaims.
@@ -23,7 +25,7 @@ from typing import Any
 
 import pytest
 import torch
-from sharing_util import Scenario, delta, get, pid_alive, shm_tables
+from sharing_util import CTX, Scenario, delta, get, pid_alive, shm_tables
 
 import aclsim
 import torch_npu_ipc
@@ -140,6 +142,39 @@ def test_many_tensors_no_growth() -> None:
 def test_many_tensors_no_growth_soak() -> None:
     """The 10,000-tensor version."""
     _run_loop(10_000, timeout=1200)
+
+
+# ------------------------------------------------------------------- no ipc_collect() calls
+N_AUTO = 400
+AUTO_WINDOW = 16
+
+
+def _auto_consumer(q: Any) -> None:
+    torch.empty(1, device="npu:0")
+    for i in range(N_AUTO):
+        t = get(q)
+        assert torch.equal(t[:2].cpu(), torch.full((2,), float(i))), i
+        del t
+
+
+def _auto_producer(q: Any) -> None:
+    torch.empty(1, device="npu:0")
+    peak = 0
+    for i in range(N_AUTO):
+        q.put(torch.full((4096,), float(i), device="npu:0"))  # dropped at once: limbo until received
+        peak = max(peak, torch_npu_ipc.sharing_stats()["limbo_blocks"])
+    # Sending collects by itself, amortized: limbo stays near what the receiver still holds.
+    assert peak <= 2 * 64 + AUTO_WINDOW, f"limbo grew without ipc_collect(): peak {peak}"
+    _drain()
+
+
+def test_limbo_bounded_without_ipc_collect() -> None:
+    """A producer that never calls ipc_collect(): sends return released blocks to the allocator themselves."""
+    s = Scenario()
+    q = CTX.Queue(maxsize=AUTO_WINDOW)
+    s.start("consumer", _auto_consumer, q)
+    s.start("producer", _auto_producer, q)
+    s.finish()
 
 
 # ---------------------------------------------------------------------------------- budget
