@@ -191,12 +191,19 @@ def _note_fallback(event_handle: bytes) -> None:
         return
     if not _fallback_warned:
         _fallback_warned = True
-        warnings.warn(
-            f"torch_npu_ipc: {_C._inflight_budget()} shared tensors are waiting for their receivers; "
-            "synchronizing the producer's stream instead of recording events until receivers catch up "
-            "(raise TORCH_NPU_IPC_MAX_INFLIGHT or receive faster)",
-            stacklevel=3,
-        )
+        budget = _C._inflight_budget()
+        if budget == 0:
+            msg = (
+                "torch_npu_ipc: TORCH_NPU_IPC_MAX_INFLIGHT=0: every send synchronizes the producer's stream "
+                "instead of recording an event"
+            )
+        else:
+            msg = (
+                f"torch_npu_ipc: {budget} shared tensors are waiting for their receivers; synchronizing the "
+                "producer's stream instead of recording events until receivers catch up "
+                "(raise TORCH_NPU_IPC_MAX_INFLIGHT or receive faster)"
+            )
+        warnings.warn(msg, stacklevel=3)
 
 
 # --------------------------------------------------------------- pickling
