@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 # torch autoloads torch_npu, which cannot load before aclsim is built.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
@@ -41,6 +42,21 @@ class BuildWithSimulator(BuildExtension):
         for ext in self.extensions:
             ext.extra_link_args.append(f"-Wl,-rpath-link,{lib_out}")
         super().run()
+
+    def copy_file(self, infile: str, outfile: str, *args: Any, **kwargs: Any) -> Any:
+        """Install a built library by rename, not by rewriting it in place.
+
+        ``build_ext --inplace`` copies the extension over the one in the
+        source tree; writing into that file would change the pages of every
+        process that has it loaded (a test run during a rebuild then aborts).
+        A new file renamed over the old one leaves those processes alone.
+        """
+        if not str(outfile).endswith(".so"):
+            return super().copy_file(infile, outfile, *args, **kwargs)
+        tmp = f"{outfile}.tmp{os.getpid()}"
+        result = super().copy_file(infile, tmp, *args, **kwargs)
+        os.replace(tmp, outfile)
+        return (outfile, result[1]) if isinstance(result, tuple) else result
 
 
 NPU = torch_npu_dir()
