@@ -281,8 +281,7 @@ bool RefTable::owner_alive() const {
     // the table's name, the pidfd names the owner and not a later process
     // that reused its pid.
     UniqueFd fd(pid > 0 ? pidfd_open(pid) : -1);
-    const uint64_t st = start_time(pid);
-    if (st == 0 || (owner_start_ != 0 && st != owner_start_)) {
+    if (!owner_in_proc()) {
       owner_dead_ = true;
       return false;
     }
@@ -297,9 +296,15 @@ bool RefTable::owner_alive() const {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_proc_check_ < kProcCheckInterval) return true;
   last_proc_check_ = now;
-  const uint64_t st = alive(pid) ? start_time(pid) : 0;
-  owner_dead_ = st == 0 || (owner_start_ != 0 && st != owner_start_);
+  owner_dead_ = !owner_in_proc();
   return !owner_dead_;
+}
+
+bool RefTable::owner_in_proc() const {
+  // start_time() is 0 for a pid that does not exist or is a zombie.
+  const int32_t pid = owner_pid();
+  const uint64_t st = pid > 0 ? start_time(pid) : 0;
+  return st != 0 && (owner_start_ == 0 || st == owner_start_);
 }
 
 bool RefTable::take(SlotRef* out, uint64_t tag) {
@@ -398,10 +403,8 @@ bool RefTable::tag_live(uint64_t tag) const {
 
 bool RefTable::owner_alive_now() const {
   if (!owner_alive()) return false;
-  const int32_t pid = owner_pid();
-  if (owner_ || pid == static_cast<int32_t>(getpid())) return true;
-  const uint64_t st = alive(pid) ? start_time(pid) : 0;
-  return st != 0 && (owner_start_ == 0 || st == owner_start_);
+  if (owner_ || owner_pid() == static_cast<int32_t>(getpid())) return true;
+  return owner_in_proc();
 }
 
 void RefTable::live_tags(std::unordered_set<uint64_t>* out) const {

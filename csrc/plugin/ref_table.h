@@ -127,6 +127,9 @@ class RefTable {
 
  private:
   std::atomic<uint64_t>* word(uint32_t index) const;
+  // One /proc read: the owner's pid runs, is no zombie, and started when the
+  // table's name says (a reused pid is another process).
+  bool owner_in_proc() const;
   std::atomic<uint64_t>* tag_word(uint32_t index) const;
 
   std::string name_;
