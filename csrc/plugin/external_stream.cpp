@@ -93,6 +93,16 @@ class PooledEvent {
   aclrtEvent event_;
 };
 
+// Records a private pooled event of `device` on `stream` with `device`
+// current: the cheapest work, and work is what the runtime checks against
+// the current context (aclrtStreamQuery is not checked).
+aclError record_from(aclrtStream stream, c10::DeviceIndex device) {
+  auto record = NPU_IPC_ACL(RecordEvent, kFeature);
+  AclDeviceGuard guard(device);
+  PooledEvent event(device);
+  return record(event.get(), stream);
+}
+
 }  // namespace
 
 bool has_stream_from_external() { return stream_from_external_fn() != nullptr; }
@@ -109,28 +119,25 @@ StreamRef stream_from_external(aclrtStream stream, c10::DeviceIndex device) {
 
 StreamProbe probe_stream(aclrtStream stream, c10::DeviceIndex device) {
   auto query = NPU_IPC_ACL(StreamQuery, kFeature);
-  auto record = NPU_IPC_ACL(RecordEvent, kFeature);
   AclDeviceGuard guard(device);
   aclrtStreamStatus status = ACL_STREAM_STATUS_RESERVED;
   aclError rc = query(stream, &status);
   if (rc != ACL_SUCCESS) return {acl_failure("aclrtStreamQuery", rc), false};
   // CANN's aclrtStreamQuery (and aclrtSynchronizeStream, which switches to
   // the stream's context) accept a stream of another device; queuing work
-  // does not. Recording a private event is the cheapest such work. Without
-  // aclrtCreateEventExWithFlag (older CANN) there is no pooled event: skip
-  // the check rather than refuse a stream that may well be usable.
+  // does not. Without aclrtCreateEventExWithFlag (older CANN) there is no
+  // pooled event: skip the check rather than refuse a stream that may well
+  // be usable.
   if (acl().CreateEventExWithFlag == nullptr) return {};
-  PooledEvent event(device);
-  rc = record(event.get(), stream);
+  rc = record_from(stream, device);
   if (rc == ACL_SUCCESS) return {};
   return {acl_failure("aclrtRecordEvent", rc), rc == ACL_ERROR_RT_STREAM_CONTEXT};
 }
 
 int find_stream_device(aclrtStream stream, c10::DeviceIndex except) {
   const AclTable& t = acl();
-  auto record = t.RecordEvent;
   uint32_t n = 0;
-  if (t.GetDeviceCount == nullptr || t.GetPrimaryCtxState == nullptr || record == nullptr ||
+  if (t.GetDeviceCount == nullptr || t.GetPrimaryCtxState == nullptr || t.RecordEvent == nullptr ||
       t.CreateEventExWithFlag == nullptr || t.GetDeviceCount(&n) != ACL_SUCCESS) {
     return -1;
   }
@@ -139,10 +146,7 @@ int find_stream_device(aclrtStream stream, c10::DeviceIndex except) {
     int32_t active = 0;
     uint32_t flags = 0;
     if (t.GetPrimaryCtxState(static_cast<int32_t>(d), &flags, &active) != ACL_SUCCESS || active == 0) continue;
-    auto device = static_cast<c10::DeviceIndex>(d);
-    AclDeviceGuard guard(device);
-    PooledEvent event(device);
-    if (record(event.get(), stream) == ACL_SUCCESS) return static_cast<int>(d);
+    if (record_from(stream, static_cast<c10::DeviceIndex>(d)) == ACL_SUCCESS) return static_cast<int>(d);
   }
   return -1;
 }

@@ -34,8 +34,8 @@ struct StreamProbe {
   std::string problem;
   // The handle is live (aclrtStreamQuery took it) but queuing work on it was
   // refused with ACL_ERROR_RT_STREAM_CONTEXT: the stream belongs to another
-  // device's (or another) context. CANN checks this on aclrtRecordEvent, not
-  // on aclrtStreamQuery; aclsim checks neither.
+  // device's (or another) context. CANN, and aclsim like it, check this on
+  // aclrtRecordEvent, not on aclrtStreamQuery.
   bool other_context = false;
 };
 
