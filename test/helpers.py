@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, TypeVar
 
 import torch.multiprocessing as mp
 
 DEFAULT_TIMEOUT = 60.0
+
+T = TypeVar("T")
 
 
 def soak() -> bool:
@@ -48,3 +51,30 @@ def join_all(procs: Iterable[BaseProcess], timeout: float = DEFAULT_TIMEOUT) -> 
         elif p.exitcode != 0:
             failures.append(f"{p.name}: exit code {p.exitcode}")
     assert not failures, "; ".join(failures)
+
+
+def on_device_thread(set_device: Callable[[int], int], device: int, fn: Callable[[], T], timeout: float = 120.0) -> T:
+    """Run ``fn`` on a short-lived thread after ``set_device(device)``; return its result or raise its exception.
+
+    ACL's current device is per thread: this is how another library's code
+    runs with its own device current, without changing the device torch_npu
+    believes current on the calling thread. ``set_device`` is the raw
+    ``aclrtSetDevice`` (it must return 0).
+    """
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            rc = set_device(device)
+            assert rc == 0, f"aclrtSetDevice({device}) failed with ACL error {rc}"
+            out["v"] = fn()
+        except BaseException as e:
+            out["e"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"an ACL call on npu:{device} did not return in {timeout} s"
+    if "e" in out:
+        raise out["e"]
+    return out["v"]

@@ -8,13 +8,13 @@ torch_npu, whose idea of the current device must not change under it.
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from collections.abc import Callable
 
 import pytest
 import torch
 import torch_npu  # noqa: F401  (registers the npu device)
+from helpers import on_device_thread
 from simacl import requires_aclsim
 
 import aclsim
@@ -35,18 +35,8 @@ def _acl() -> ctypes.CDLL:
 
 def on_device(device: int, call: Callable[[ctypes.CDLL], dict[str, int]]) -> dict[str, int]:
     """Run ``call`` on a short-lived helper thread with ``device`` current; return what it reports."""
-    out: dict[str, int] = {}
-
-    def run() -> None:
-        lib = _acl()
-        out["set"] = lib.aclrtSetDevice(device)
-        out.update(call(lib))
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join(10)
-    assert not t.is_alive() and out.get("set") == 0, out
-    return out
+    lib = _acl()
+    return on_device_thread(lib.aclrtSetDevice, device, lambda: call(lib), timeout=10)
 
 
 def raw_stream(device: int) -> int:

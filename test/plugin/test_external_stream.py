@@ -19,15 +19,15 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
 import torch_npu
+from helpers import T, on_device_thread
 
 import aclsim
 import torch_npu_ipc
@@ -62,23 +62,8 @@ class OtherLib:
         self.lib = lib
         self.stream_device: dict[int, int] = {}  # as a library would remember: each stream's device
 
-    def _on_device(self, device: int, fn) -> int:
-        out: dict[str, object] = {}
-
-        def run() -> None:
-            try:
-                assert self.lib.aclrtSetDevice(device) == 0
-                out["v"] = fn()
-            except BaseException as e:
-                out["e"] = e
-
-        t = threading.Thread(target=run)
-        t.start()
-        t.join(120)
-        assert not t.is_alive(), f"the other library's ACL call on npu:{device} did not return in 120 s"
-        if "e" in out:
-            raise out["e"]  # type: ignore[misc]
-        return out["v"]  # type: ignore[return-value]
+    def _on_device(self, device: int, fn: Callable[[], T]) -> T:
+        return on_device_thread(self.lib.aclrtSetDevice, device, fn)
 
     def create_stream(self, device: int) -> int:
         def make() -> int:
