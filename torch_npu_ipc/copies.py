@@ -85,8 +85,10 @@ def status() -> dict[str, Any]:
         ``"synchronize"`` or ``"torch_npu"`` when the hook is off),
         ``fallback_reason`` (why events cannot be used here, ``""`` when they
         can), ``env`` (the value of ``TORCH_NPU_IPC_COPIES``) and the
-        counters ``event_copies``, ``sync_copies`` and ``delegated`` (calls
-        handed to torch_npu's kernel).
+        counters ``event_copies``, ``sync_copies``, ``delegated`` (calls
+        handed to torch_npu's kernel) and ``queue_wait_ns`` (host time the
+        event-barrier copies spent waiting for torch_npu's task queues to
+        hand the work queued before them to the runtime).
     """
     enabled = is_enabled()
     mode = _C._copies_mode()

@@ -29,6 +29,7 @@ void bind_copies(py::module_& m) {
     d["event_copies"] = s.event_copies;
     d["sync_copies"] = s.sync_copies;
     d["delegated"] = s.delegated;
+    d["queue_wait_ns"] = s.queue_wait_ns;
     return d;
   });
   m.def("_copies_reset_stats", &copies_reset_stats);

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 
@@ -54,6 +55,7 @@ struct Stats {
   std::atomic<uint64_t> event_copies{0};
   std::atomic<uint64_t> sync_copies{0};
   std::atomic<uint64_t> delegated{0};
+  std::atomic<uint64_t> queue_wait_ns{0};
 };
 
 Stats& stats() {
@@ -153,6 +155,18 @@ void synchronize(const c10_npu::NPUStream& stream) {
   check(sync(raw), "aclrtSynchronizeStream");
 }
 
+// drained(), timed into the stats: with the task queue on, this handoff is
+// the main host cost of a barrier copy (see docs/copies.md).
+aclrtStream drained_timed(const c10_npu::NPUStream& stream) {
+  const auto start = std::chrono::steady_clock::now();
+  aclrtStream raw = drained(stream);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  stats().queue_wait_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count(),
+                                  std::memory_order_relaxed);
+  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
+  return raw;
+}
+
 // The event barrier around one transfer; false when events failed before
 // anything was issued (the caller then synchronizes instead).
 bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream& dst_stream, void* dst,
@@ -175,14 +189,12 @@ bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream
   aclrtStream raw_dst = nullptr;
   {
     AclDeviceGuard guard(dst_stream.device_index());
-    raw_dst = drained(dst_stream);
-    TORCH_CHECK(raw_dst != nullptr, "torch_npu failed to flush its task queue for npu:", int(dst_stream.device_index()));
+    raw_dst = drained_timed(dst_stream);
     check(t.RecordEvent(dst_ready->raw(), raw_dst), "aclrtRecordEvent");  // dst memory free of earlier work on D ...
   }
   {
     AclDeviceGuard guard(src_stream.device_index());
-    aclrtStream raw_src = drained(src_stream);
-    TORCH_CHECK(raw_src != nullptr, "torch_npu failed to flush its task queue for npu:", int(src_stream.device_index()));
+    aclrtStream raw_src = drained_timed(src_stream);
     check(t.StreamWaitEvent(raw_src, dst_ready->raw()), "aclrtStreamWaitEvent");  // ... before S's stream writes it
     check(t.MemcpyAsync(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, raw_src),
           "aclrtMemcpyAsync(DEVICE_TO_DEVICE)");
@@ -384,6 +396,7 @@ CopyStats copies_stats() {
   s.event_copies = stats().event_copies.load();
   s.sync_copies = stats().sync_copies.load();
   s.delegated = stats().delegated.load();
+  s.queue_wait_ns = stats().queue_wait_ns.load();
   return s;
 }
 
@@ -391,6 +404,7 @@ void copies_reset_stats() {
   stats().event_copies = 0;
   stats().sync_copies = 0;
   stats().delegated = 0;
+  stats().queue_wait_ns = 0;
 }
 
 }  // namespace torch_npu_ipc

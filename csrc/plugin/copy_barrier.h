@@ -39,6 +39,9 @@ struct CopyStats {
   uint64_t event_copies = 0;  // cross-device copies done with the event barrier
   uint64_t sync_copies = 0;   // cross-device copies done with stream synchronize
   uint64_t delegated = 0;     // calls handed to torch_npu's own kernel
+  // Host time event-barrier copies spent waiting for torch_npu's task
+  // queues to hand the work queued before the copy to the runtime.
+  uint64_t queue_wait_ns = 0;
 };
 
 // Installs the dispatcher hook (idempotent) in `mode`.

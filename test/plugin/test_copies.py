@@ -538,12 +538,39 @@ def test_synchronize_mode_fallback() -> None:
     assert copies.status()["sync_copies"] >= st["sync_copies"] + 1
 
 
+def test_queue_wait_is_timed_for_event_copies_only() -> None:
+    """``queue_wait_ns`` grows with each event-barrier copy (two timed handoffs) and with nothing else."""
+    x = values().to("npu:0")
+    before = copies.status()["queue_wait_ns"]
+    y = x.to("npu:1")
+    waited = copies.status()["queue_wait_ns"]
+    assert waited > before
+    z = x.clone()  # same device: handed to torch_npu
+    copies.enable(synchronize=True)
+    try:
+        w = x.to("npu:1")  # synchronize path: no barrier, nothing timed
+    finally:
+        copies.enable()
+    assert copies.status()["queue_wait_ns"] == waited
+    assert torch.equal(y.cpu(), values()) and torch.equal(z.cpu(), values()) and torch.equal(w.cpu(), values())
+
+
 def test_status_for_doctor() -> None:
     st = copies.status()
     assert st["enabled"] is True
     assert st["fallback_reason"] == ""  # aclsim has IPC events
     assert st["fallback_reason"] == torch_npu_ipc._C._ipc_event_unsupported_reason(0)
-    assert set(st) >= {"enabled", "mode", "path", "fallback_reason", "env", "event_copies", "sync_copies"}
+    assert set(st) >= {
+        "enabled",
+        "mode",
+        "path",
+        "fallback_reason",
+        "env",
+        "event_copies",
+        "sync_copies",
+        "delegated",
+        "queue_wait_ns",
+    }
 
 
 @pytest.mark.parametrize("value", ["0", "sync", "bogus"])
