@@ -57,11 +57,13 @@ def report() -> list[str]:
         lines.append("  cross-device copies                        torch_npu's own (copy hook not installed)")
     from torch_npu_ipc import streams
 
-    ext = (
-        "plugin over torch_npu's getStreamFromExternal (ops run on the foreign stream)"
-        if streams._from_external is not None
-        else "plugin, proxy stream (this torch_npu lacks getStreamFromExternal; see docs/external_stream.md)"
-    )
+    refusal = streams.per_stream_queue_refusal()
+    if streams._from_external is None:
+        ext = "plugin, proxy stream (this torch_npu lacks getStreamFromExternal; see docs/external_stream.md)"
+    elif refusal:
+        ext = f"plugin, proxy stream ({refusal}; see docs/external_stream.md)"
+    else:
+        ext = "plugin over torch_npu's getStreamFromExternal (ops run on the foreign stream)"
     lines.append(f"  ExternalStream                             {ext}")
     return lines
 

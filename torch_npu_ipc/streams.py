@@ -5,11 +5,12 @@ torch_npu launches its ops on the foreign stream, and, beyond upstream's
 :meth:`ExternalStream.query` and event record / wait on it work: the C++ core
 drains torch_npu's task queue and then calls ACL on the raw stream.
 
-Two implementations, chosen once per process:
+Two implementations:
 
 * native (torch_npu exports ``c10_npu::getStreamFromExternal``, e.g. 2.13):
   torch_npu's ops run on the foreign stream itself;
-* proxy (older torch_npu): torch_npu's ops run on a torch_npu pool stream
+* proxy (older torch_npu, or torch_npu's per-stream task queue on, which
+  refuses external streams): torch_npu's ops run on a torch_npu pool stream
   (the proxy), ordered with the foreign stream by events at construction, at
   :meth:`ExternalStream.fence` and around every event record / wait.
 
@@ -21,7 +22,10 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import os
+import re
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +46,8 @@ _MAX_PTR = 2**64 - 1
 _from_external: Callable[[int, int], tuple[int, int, int]] | None = (
     _C._stream_from_external if _C._stream_from_external_available() else None
 )
+
+_PER_STREAM_WARNED = False
 
 _LOCK = threading.Lock()
 # stream_ptr -> the live ExternalStream wrapping it (to reject a second device).
@@ -122,6 +128,40 @@ def _check_usable(ptr: int, index: int) -> None:
     )
 
 
+def per_stream_queue_refusal() -> str:
+    """Why torch_npu would refuse a native external stream here ('' when it would not).
+
+    torch_npu's per-stream task queue (``PER_STREAM_QUEUE`` set to a non-zero
+    integer, with the task queue on) raises "External NPU stream is not
+    supported" at the first op, event or synchronize on one.
+    """
+    value = os.environ.get("PER_STREAM_QUEUE", "")
+    number = re.match(r"\s*[+-]?\d+", value)  # read as torch_npu does: a leading integer, else 0
+    if number is None or int(number.group()) == 0 or torch_npu.npu.get_task_queue_enable() == 0:
+        return ""
+    return f"torch_npu's per-stream task queue (PER_STREAM_QUEUE={value}) does not support external streams"
+
+
+def _native_entry() -> Callable[[int, int], tuple[int, int, int]] | None:
+    """torch_npu's getStreamFromExternal when a new ExternalStream can use it; None: use a proxy."""
+    global _PER_STREAM_WARNED
+    if _from_external is None:
+        return None
+    refusal = per_stream_queue_refusal()
+    if not refusal:
+        return _from_external
+    if not _PER_STREAM_WARNED:
+        _PER_STREAM_WARNED = True
+        warnings.warn(
+            f"{refusal}: ExternalStream uses the proxy implementation instead (torch_npu's ops run on a "
+            "torch_npu stream, ordered with the foreign stream by events at construction, at fence() and "
+            "around event record / wait; see docs/external_stream.md). Unset PER_STREAM_QUEUE to run "
+            "torch_npu's ops on the foreign stream itself.",
+            stacklevel=3,
+        )
+    return None
+
+
 class ExternalStream(torch_npu.npu.Stream):
     r"""Wrapper around an ``aclrtStream`` created and owned by another library.
 
@@ -159,6 +199,12 @@ class ExternalStream(torch_npu.npu.Stream):
        library, call :meth:`fence` (or read :attr:`npu_stream`) so that every
        op launched so far reached the stream before the library's next work.
 
+    .. note:: torch_npu's per-stream task queue (``PER_STREAM_QUEUE=1``)
+       refuses external streams. There the wrapper warns once and uses the
+       proxy implementation (:attr:`native` is ``False``): ops run on a
+       torch_npu stream ordered with the foreign one by events, and
+       :meth:`fence` orders them both ways.
+
     Example::
 
         >>> ptr = other_lib.create_stream()          # an aclrtStream as int
@@ -191,8 +237,9 @@ class ExternalStream(torch_npu.npu.Stream):
                     f"an aclrtStream belongs to the device it was created on, not npu:{index}"
                 )
             _check_usable(ptr, index)
-            if _from_external is not None:
-                triple = tuple(_from_external(ptr, index))
+            from_external = _native_entry()
+            if from_external is not None:
+                triple = tuple(from_external(ptr, index))
                 ext = _Ext(ptr=ptr, device=index, triple=triple, native=True)
                 _NATIVE_IDS[(triple[1], triple[0])] = ext
             else:
@@ -336,6 +383,8 @@ def after_wait(ext: _Ext) -> None:
 def record_event_on(event: torch_npu.npu.Event, ext: _Ext) -> None:
     """Record a (non-interprocess) torch_npu event on an external stream."""
     base_record = torch_npu.npu.Event.record
+    if event.npu_event != 0 and event.device != torch.device("npu", ext.device):
+        raise ValueError(f"the event belongs to {event.device} and cannot be recorded on a stream of npu:{ext.device}")
     if not ext.native:
         before_record(ext)
         base_record(event, _stream_obj(ext.triple))
@@ -345,8 +394,6 @@ def record_event_on(event: torch_npu.npu.Event, ext: _Ext) -> None:
         # to record on an external stream: create it by recording it once on
         # the device's default stream; the record below supersedes that one.
         base_record(event, torch.npu.default_stream(ext.device))
-    elif event.device != torch.device("npu", ext.device):
-        raise ValueError(f"the event belongs to {event.device} and cannot be recorded on a stream of npu:{ext.device}")
     _C._drain(ext.triple)  # the creating record and every op launched on ext reach the runtime first
     _C._ext_record_event(event.npu_event, ext.ptr, ext.device)
 

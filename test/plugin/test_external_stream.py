@@ -37,6 +37,11 @@ WORK = 0.3  # seconds of simulated device work that ops must queue behind
 D2D, H2D, D2H = 3, 1, 2
 
 requires_aclsim = pytest.mark.skipif(not aclsim.is_active(), reason="needs aclsim (simulated device time)")
+NATIVE_REFUSED = (
+    "torch_npu's per-stream task queue (PER_STREAM_QUEUE) refuses external streams, so the plugin uses the "
+    "proxy there (test_per_stream_queue_selects_the_proxy)"
+)
+requires_native = pytest.mark.skipif(bool(ext_streams.per_stream_queue_refusal()), reason=NATIVE_REFUSED)
 
 
 # ---------------------------------------------------------------- the other library
@@ -114,6 +119,8 @@ def other() -> OtherLib:
 def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the test with torch_npu's getStreamFromExternal, and with it disabled."""
     assert ext_streams._from_external is not None, "torch_npu 2.13 exports getStreamFromExternal"
+    if request.param == "native" and ext_streams.per_stream_queue_refusal():
+        pytest.skip(NATIVE_REFUSED)
     if request.param == "proxy":
         monkeypatch.setattr(ext_streams, "_from_external", None)
     return request.param
@@ -313,6 +320,7 @@ def test_is_a_torch_npu_stream_with_identity(impl: str, raw: int, other: OtherLi
     assert a != torch.npu.current_stream()
 
 
+@requires_native
 def test_native_current_stream_names_the_foreign_stream(raw: int) -> None:
     ext = torch_npu_ipc.ExternalStream(raw)
     assert ext.native and ext.npu_stream == raw
@@ -516,12 +524,16 @@ def test_wait_on_never_recorded_event_is_a_no_op(impl: str, raw: int) -> None:
     ext.synchronize()
 
 
-def test_event_of_another_device_cannot_be_recorded(raw: int) -> None:
+@pytest.mark.parametrize("interprocess", [False, True])
+def test_event_of_another_device_cannot_be_recorded(impl: str, raw: int, interprocess: bool) -> None:
+    """The same ValueError on both paths, raised before anything is issued."""
     ext = torch_npu_ipc.ExternalStream(raw)
-    e = torch_npu_ipc.Event()
+    e = torch_npu_ipc.Event(interprocess=interprocess)
+    torch.zeros(1, device="npu:1")  # npu:1's streams exist (torch_npu's per-stream queue makes them lazily)
     e.record(torch.npu.default_stream(1))
     with pytest.raises(ValueError, match="belongs to npu:1"):
         e.record(ext)
+    ext.synchronize()  # the stream is still usable
 
 
 # ---------------------------------------------------------------- guards
@@ -639,12 +651,12 @@ print(json.dumps(out))
 """
 
 
-def _run_fresh(code: str, *args: str, hide: str | None = None) -> str:
+def _run_fresh(code: str, *args: str, hide: str | None = None, env: dict[str, str] | None = None) -> str:
     """Run ``code`` in a fresh interpreter (this session's environment, optionally TORCH_NPU_IPC_ACL_HIDE=hide).
 
-    Returns its stdout; it must exit 0.
+    ``env`` overrides variables of the environment. Returns its stdout; it must exit 0.
     """
-    env = dict(os.environ)
+    env = dict(os.environ, **(env or {}))
     if hide is not None:
         env["TORCH_NPU_IPC_ACL_HIDE"] = hide
     proc = subprocess.run(
@@ -746,13 +758,46 @@ else:
     label="proxy",
 )
 
+# torch_npu's per-stream task queue refuses external streams: the proxy is chosen, with one warning.
+_PER_STREAM_QUEUE = _WRAP_AND_RUN.format(
+    prelude="""
+import warnings
+warnings.simplefilter("always")
+caught = warnings.catch_warnings(record=True)
+seen = caught.__enter__()""",
+    check="""assert not ext.native and ext.npu_stream != raw.value, ext
+second = torch_npu_ipc.ExternalStream(raw.value)
+caught.__exit__(None, None, None)
+texts = [str(w.message) for w in seen]
+assert len(texts) == 1, texts
+assert "PER_STREAM_QUEUE=1" in texts[0] and "proxy" in texts[0] and "Unset PER_STREAM_QUEUE" in texts[0], texts
+from torch_npu_ipc import doctor
+line = [x for x in doctor.report() if "ExternalStream " in x][-1]  # the path line, after the native-feature one
+assert "proxy stream" in line and "PER_STREAM_QUEUE=1" in line, line
+del second""",
+    label="per-stream proxy",
+)
+
 # The probe skips its event record without aclrtCreateEventExWithFlag.
 _WITHOUT_EVENT_EX = _WRAP_AND_RUN.format(prelude="", check="assert ext.native", label="native")
 
 
+@requires_native
 def test_native_path_without_event_ex_still_constructs() -> None:
     """On a CANN without aclrtCreateEventExWithFlag the constructor's context probe is skipped, not fatal."""
     assert "native: ok" in _run_fresh(_WITHOUT_EVENT_EX, hide="aclrtCreateEventExWithFlag")
+
+
+def test_per_stream_queue_selects_the_proxy() -> None:
+    """PER_STREAM_QUEUE=1 (task queue on): torch_npu would refuse the stream, so ops run on a proxy; one warning."""
+    out = _run_fresh(_PER_STREAM_QUEUE, env={"PER_STREAM_QUEUE": "1", "TASK_QUEUE_ENABLE": "1"})
+    assert "per-stream proxy: ok" in out
+
+
+def test_per_stream_queue_without_task_queue_stays_native() -> None:
+    """PER_STREAM_QUEUE=1 with TASK_QUEUE_ENABLE=0: no queue refuses the stream, so it stays native."""
+    out = _run_fresh(_WITHOUT_EVENT_EX, env={"PER_STREAM_QUEUE": "1", "TASK_QUEUE_ENABLE": "0"})
+    assert "native: ok" in out
 
 
 def test_without_the_native_entry_point_the_proxy_is_chosen() -> None:
