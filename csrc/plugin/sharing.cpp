@@ -107,14 +107,16 @@ State& state() {
 void sent_block_deleter(void* ctx);
 void received_deleter(void* ctx);
 
+// Drops the references receivers released: a storage shared over and over
+// keeps a short list.
+void prune_released(std::vector<Ref>& refs) {
+  refs.erase(std::remove_if(refs.begin(), refs.end(), [](const Ref& r) { return !r.live(); }), refs.end());
+}
+
 // True while a receiver still references the block: one of our own sends,
 // or a slot a forwarder took for it (those carry the block's tag).
 bool block_live_locked(const State& s, SentBlock& b) {
-  std::vector<Ref> live_refs;
-  for (auto& r : b.refs) {
-    if (r.live()) live_refs.push_back(std::move(r));
-  }
-  b.refs.swap(live_refs);  // keep the list short on blocks shared many times
+  prune_released(b.refs);
   if (!b.refs.empty()) return true;
   for (const auto& t : s.tables) {
     if (t->tag_live(b.tag)) return true;
@@ -343,10 +345,8 @@ Descriptor share_storage(const c10::Storage& storage) {
       impl->set_data_ptr_noswap(c10::DataPtr(data, owned.release(), &sent_block_deleter, dev));
     }
     ref = take_slot_locked(s, sent->tag);
-    // Drop released references: a storage sent over and over keeps a short list.
-    auto& refs = sent->refs;
-    refs.erase(std::remove_if(refs.begin(), refs.end(), [](const Ref& r) { return !r.live(); }), refs.end());
-    refs.push_back(ref);
+    prune_released(sent->refs);
+    sent->refs.push_back(ref);
     // A producer that never calls ipc_collect() (or rarely) still returns
     // blocks its receivers let go; amortized, the limbo list stays bounded.
     if (s.limbo.size() >= s.auto_collect_at) {
