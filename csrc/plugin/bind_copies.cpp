@@ -3,6 +3,7 @@
 
 #include "bindings.h"
 #include "copy_barrier.h"
+#include "task_queue.h"
 
 namespace py = pybind11;
 
@@ -29,7 +30,7 @@ void bind_copies(py::module_& m) {
     d["event_copies"] = s.event_copies;
     d["sync_copies"] = s.sync_copies;
     d["delegated"] = s.delegated;
-    d["queue_wait_ns"] = s.queue_wait_ns;
+    d["signal_wait_ns"] = s.signal_wait_ns;
     return d;
   });
   m.def("_copies_reset_stats", &copies_reset_stats);
@@ -39,6 +40,16 @@ void bind_copies(py::module_& m) {
         cross_device_copy(dst, src, mode_of(synchronize));
       },
       py::arg("dst"), py::arg("src"), py::arg("synchronize") = false);
+  py::class_<QueueHold>(m, "_QueueHold",
+                        "Holds torch_npu's task queue of a device's current stream until release() (tests).")
+      .def(py::init([](int device, double timeout_s, bool fail) {
+             return std::make_unique<QueueHold>(static_cast<c10::DeviceIndex>(device),
+                                                std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3)),
+                                                fail ? ACL_ERROR_INTERNAL_ERROR : ACL_SUCCESS);
+           }),
+           py::arg("device"), py::arg("timeout_s") = 60.0, py::arg("fail") = false)
+      .def("release", &QueueHold::release)
+      .def_property_readonly("reached", &QueueHold::reached);
 }
 
 }  // namespace torch_npu_ipc

@@ -18,6 +18,7 @@
 #include "event_manager.h"
 #include "ipc_event.h"
 #include "npu_stream.h"
+#include "task_queue.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/core/npu/NPUFormat.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
@@ -55,12 +56,22 @@ struct Stats {
   std::atomic<uint64_t> event_copies{0};
   std::atomic<uint64_t> sync_copies{0};
   std::atomic<uint64_t> delegated{0};
-  std::atomic<uint64_t> queue_wait_ns{0};
+  std::atomic<uint64_t> signal_wait_ns{0};
 };
 
 Stats& stats() {
   static Stats s;
   return s;
+}
+
+// A queued call's wait for the other device's queue, timed into the stats.
+aclError timed_wait(QueueSignal& signal, Stats& st) {
+  const auto start = std::chrono::steady_clock::now();
+  aclError rc = signal.wait(kQueueSignalTimeout);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  st.signal_wait_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count(),
+                              std::memory_order_relaxed);
+  return rc;
 }
 
 // Peer access, enabled once per unordered device pair: 0 unknown, 1 on,
@@ -155,17 +166,81 @@ void synchronize(const c10_npu::NPUStream& stream) {
   check(sync(raw), "aclrtSynchronizeStream");
 }
 
-// drained(), timed into the stats. The handoff costs ~1 us when the queue
-// thread has caught up, and dominates a barrier copy made right after the
-// source's write was queued (see docs/copies.md).
-aclrtStream drained_timed(const c10_npu::NPUStream& stream) {
-  const auto start = std::chrono::steady_clock::now();
+// The event barrier, for streams whose work torch_npu queues (see
+// task_queue.h): one group of two queued calls, so the caller never waits
+// for a queue thread and each half reaches the runtime in order with the
+// work around it on its stream:
+//
+//   D's queue: record E1 -> (S's call ran) -> D's stream waits on E2
+//   S's queue: (E1 recorded) -> S's stream waits on E1, memcpy, record E2
+//
+// D's queue thread holds D's later tasks back while S's queue catches up to
+// the copy; they would wait for it on the device anyway.
+void queued_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream& dst_stream, void* dst,
+                    const void* src, size_t bytes, const std::shared_ptr<IpcEvent>& dst_ready,
+                    const std::shared_ptr<IpcEvent>& copied) {
+  const AclTable& t = acl();
+  Stats& st = stats();
+  aclrtStream raw_dst = dst_stream.stream(/*need_empty=*/false);
+  aclrtStream raw_src = src_stream.stream(/*need_empty=*/false);
+  auto recorded = std::make_shared<QueueSignal>();
+  auto transferred = std::make_shared<QueueSignal>();
+  ensure_queue_running(dst_stream);
+  ensure_queue_running(src_stream);
+  EnqueueGroup group;
+  enqueue(dst_stream.device_index(), "torch_npu_ipc::copy_barrier_dst",
+          [&t, &st, dst_ready, copied, raw_dst, transferred,
+           fire = std::make_shared<QueueSignalSender>(recorded)] {
+            aclError rc = t.RecordEvent(dst_ready->raw(), raw_dst);  // dst memory free of earlier work on D ...
+            fire->fire(rc);
+            if (rc == ACL_SUCCESS) rc = timed_wait(*transferred, st);
+            if (rc == ACL_SUCCESS) rc = t.StreamWaitEvent(raw_dst, copied->raw());  // later work on D sees the data
+            return rc;
+          });
+  enqueue(src_stream.device_index(), "torch_npu_ipc::copy_barrier_src",
+          [&t, &st, dst_ready, copied, raw_src, dst, src, bytes, recorded,
+           fire = std::make_shared<QueueSignalSender>(transferred)] {
+            aclError rc = timed_wait(*recorded, st);
+            if (rc == ACL_SUCCESS) rc = t.StreamWaitEvent(raw_src, dst_ready->raw());  // ... before S's stream writes it
+            if (rc == ACL_SUCCESS) rc = t.MemcpyAsync(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, raw_src);
+            if (rc == ACL_SUCCESS) rc = t.RecordEvent(copied->raw(), raw_src);
+            fire->fire(rc);
+            return rc;
+          });
+}
+
+// The raw stream, ordered after the work torch_npu took for it so far:
+// drained when torch_npu queues its work, else a lookup.
+aclrtStream launched(const c10_npu::NPUStream& stream) {
+  if (!runs_queued(stream)) return stream.stream(/*need_empty=*/false);
   aclrtStream raw = drained(stream);
-  const auto waited = std::chrono::steady_clock::now() - start;
-  stats().queue_wait_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count(),
-                                  std::memory_order_relaxed);
   TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
   return raw;
+}
+
+// The event barrier issued from the caller's thread, for when torch_npu
+// launches work at once on one of the streams (task queue off, or a
+// synchronously launched stream).
+void direct_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream& dst_stream, void* dst,
+                    const void* src, size_t bytes, const std::shared_ptr<IpcEvent>& dst_ready,
+                    const std::shared_ptr<IpcEvent>& copied) {
+  const AclTable& t = acl();
+  aclrtStream raw_dst = nullptr;
+  {
+    AclDeviceGuard guard(dst_stream.device_index());
+    raw_dst = launched(dst_stream);
+    check(t.RecordEvent(dst_ready->raw(), raw_dst), "aclrtRecordEvent");  // dst memory free of earlier work on D ...
+  }
+  {
+    AclDeviceGuard guard(src_stream.device_index());
+    aclrtStream raw_src = launched(src_stream);
+    check(t.StreamWaitEvent(raw_src, dst_ready->raw()), "aclrtStreamWaitEvent");  // ... before S's stream writes it
+    check(t.MemcpyAsync(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, raw_src),
+          "aclrtMemcpyAsync(DEVICE_TO_DEVICE)");
+    check(t.RecordEvent(copied->raw(), raw_src), "aclrtRecordEvent");
+  }
+  AclDeviceGuard guard(dst_stream.device_index());
+  check(t.StreamWaitEvent(raw_dst, copied->raw()), "aclrtStreamWaitEvent");  // later work on D sees the data
 }
 
 // The event barrier around one transfer; false when events failed before
@@ -182,27 +257,15 @@ bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream
                        "); cross-device copies synchronize the streams instead");
     return false;
   }
-  // One drain per stream, then raw calls on the pooled events: a pooled
-  // event is held exclusively until released and never destroyed while
-  // pooled, so IpcEvent's per-use fences (kept for deferred destruction of
-  // dropped events) are not needed here and would double the ACL calls.
-  const AclTable& t = acl();
-  aclrtStream raw_dst = nullptr;
-  {
-    AclDeviceGuard guard(dst_stream.device_index());
-    raw_dst = drained_timed(dst_stream);
-    check(t.RecordEvent(dst_ready->raw(), raw_dst), "aclrtRecordEvent");  // dst memory free of earlier work on D ...
+  // Raw calls on the pooled events: a pooled event is held exclusively until
+  // every call holding it is gone, and never destroyed while pooled, so
+  // IpcEvent's per-use fences (kept for deferred destruction of dropped
+  // events) are not needed here and would double the ACL calls.
+  if (runs_queued(src_stream) && runs_queued(dst_stream)) {
+    queued_barrier(src_stream, dst_stream, dst, src, bytes, dst_ready, copied);
+  } else {
+    direct_barrier(src_stream, dst_stream, dst, src, bytes, dst_ready, copied);
   }
-  {
-    AclDeviceGuard guard(src_stream.device_index());
-    aclrtStream raw_src = drained_timed(src_stream);
-    check(t.StreamWaitEvent(raw_src, dst_ready->raw()), "aclrtStreamWaitEvent");  // ... before S's stream writes it
-    check(t.MemcpyAsync(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, raw_src),
-          "aclrtMemcpyAsync(DEVICE_TO_DEVICE)");
-    check(t.RecordEvent(copied->raw(), raw_src), "aclrtRecordEvent");
-  }
-  AclDeviceGuard guard(dst_stream.device_index());
-  check(t.StreamWaitEvent(raw_dst, copied->raw()), "aclrtStreamWaitEvent");  // later work on D sees the data
   return true;
 }
 
@@ -397,7 +460,7 @@ CopyStats copies_stats() {
   s.event_copies = stats().event_copies.load();
   s.sync_copies = stats().sync_copies.load();
   s.delegated = stats().delegated.load();
-  s.queue_wait_ns = stats().queue_wait_ns.load();
+  s.signal_wait_ns = stats().signal_wait_ns.load();
   return s;
 }
 
@@ -405,7 +468,7 @@ void copies_reset_stats() {
   stats().event_copies = 0;
   stats().sync_copies = 0;
   stats().delegated = 0;
-  stats().queue_wait_ns = 0;
+  stats().signal_wait_ns = 0;
 }
 
 }  // namespace torch_npu_ipc

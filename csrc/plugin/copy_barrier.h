@@ -39,9 +39,10 @@ struct CopyStats {
   uint64_t event_copies = 0;  // cross-device copies done with the event barrier
   uint64_t sync_copies = 0;   // cross-device copies done with stream synchronize
   uint64_t delegated = 0;     // calls handed to torch_npu's own kernel
-  // Host time event-barrier copies spent waiting for torch_npu's task
-  // queues to hand the work queued before the copy to the runtime.
-  uint64_t queue_wait_ns = 0;
+  // Time torch_npu's queue threads spent, inside event-barrier copies,
+  // waiting for the other device's queue to issue its half (the caller's
+  // thread never waits; see task_queue.h).
+  uint64_t signal_wait_ns = 0;
 };
 
 // Installs the dispatcher hook (idempotent) in `mode`.

@@ -83,6 +83,13 @@ class NoHostSync:
         assert self.elapsed < HOST_FAST, f"the host blocked for {self.elapsed:.3f}s"
 
 
+def drain_queues() -> None:
+    """Wait until torch_npu's task queues handed every queued task to the runtime (no device sync)."""
+    for d in range(2):
+        with torch.npu.device(d):
+            torch.npu.current_stream(d).npu_stream  # noqa: B018  (drains the current device's queue)
+
+
 def values(n: int = N, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return (torch.arange(n, dtype=torch.float64) % 251 + 1).to(dtype)
 
@@ -145,7 +152,7 @@ def test_no_host_sync_counters_during_many_copies() -> None:
     torch.npu.synchronize(0)
     before = aclsim.counters()
     ys = [x.to("npu:1") for _ in range(10)]
-    torch.npu.current_stream(1).npu_stream  # noqa: B018  (drains the queue: counters are up to date)
+    drain_queues()  # the counters are up to date
     after = aclsim.counters()
     d = {k: after[k] - before[k] for k in after}
     assert d["aclrtSynchronizeStream"] == 0, d
@@ -538,21 +545,51 @@ def test_synchronize_mode_fallback() -> None:
     assert copies.status()["sync_copies"] >= st["sync_copies"] + 1
 
 
-def test_queue_wait_is_timed_for_event_copies_only() -> None:
-    """``queue_wait_ns`` grows with each event-barrier copy (two timed handoffs) and with nothing else."""
+def test_signal_wait_is_counted_for_queued_event_copies_only() -> None:
+    """``signal_wait_ns`` grows with each queued event-barrier copy (its queue threads' two waits), else not."""
     x = values().to("npu:0")
-    before = copies.status()["queue_wait_ns"]
+    torch.npu.synchronize(0)
+    before = copies.status()["signal_wait_ns"]
     y = x.to("npu:1")
-    waited = copies.status()["queue_wait_ns"]
-    assert waited > before
+    for d in range(2):
+        torch.npu.synchronize(d)  # the queued halves have run
+    waited = copies.status()["signal_wait_ns"]
+    if TASK_QUEUE_ON:
+        assert waited > before
+    else:
+        assert waited == before  # issued from the caller's thread: nothing waits
     z = x.clone()  # same device: handed to torch_npu
     copies.enable(synchronize=True)
     try:
-        w = x.to("npu:1")  # synchronize path: no barrier, nothing timed
+        w = x.to("npu:1")  # synchronize path: no barrier
     finally:
         copies.enable()
-    assert copies.status()["queue_wait_ns"] == waited
+    assert copies.status()["signal_wait_ns"] == waited
     assert torch.equal(y.cpu(), values()) and torch.equal(z.cpu(), values()) and torch.equal(w.cpu(), values())
+
+
+@pytest.mark.skipif(not TASK_QUEUE_ON, reason="TASK_QUEUE_ENABLE=0: torch_npu has no task queue to wait for")
+@pytest.mark.parametrize("held", ["source", "destination"])
+def test_caller_never_waits_for_a_task_queue(held: str) -> None:
+    """With one device's task queue held, the copy still returns; the data lands once the queue moves on.
+
+    The source's write sits in the held queue (or the destination's queue cannot take the barrier's
+    half): a barrier that drained the queue from the caller's thread would not return before release().
+    """
+    want = values()
+    x = torch.zeros(N, device="npu:0")
+    v = want.to("npu:0")
+    torch.npu.synchronize(0)
+    hold = torch_npu_ipc._C._QueueHold(0 if held == "source" else 1, 60.0)
+    try:
+        x.add_(v)  # behind the hold when the source's queue is held
+        with NoHostSync():  # returns at once, though the hold lasts until release() (or 60 s)
+            y = x.to("npu:1")
+            z = y * 2  # destination work queued right after the copy
+    finally:
+        hold.release()
+    assert torch.equal(y.cpu(), want)
+    assert torch.equal(z.cpu(), want * 2)
 
 
 def test_status_for_doctor() -> None:
@@ -569,7 +606,7 @@ def test_status_for_doctor() -> None:
         "event_copies",
         "sync_copies",
         "delegated",
-        "queue_wait_ns",
+        "signal_wait_ns",
     }
 
 
