@@ -592,6 +592,38 @@ def test_caller_never_waits_for_a_task_queue(held: str) -> None:
     assert torch.equal(z.cpu(), want * 2)
 
 
+FAILED_HALF = """
+import torch_npu_ipc, torch
+x = torch.ones(1000, device="npu:0")
+torch.zeros(1, device="npu:1")
+torch.npu.synchronize(0)
+torch.npu.synchronize(1)
+hold = torch_npu_ipc._C._QueueHold({held}, 60.0, fail=True)  # a task on that queue will fail
+y = x.to("npu:1")
+hold.release()
+for dev in (0, 1):
+    try:
+        torch.npu.synchronize(dev)
+    except RuntimeError as e:
+        print(f"npu:{{dev}} raised:", str(e).splitlines()[0])
+    else:
+        print(f"npu:{{dev}} did not raise")
+"""
+
+
+@pytest.mark.skipif(not TASK_QUEUE_ON, reason="TASK_QUEUE_ENABLE=0: failures raise in the caller (no queue)")
+@pytest.mark.parametrize("held", [0, 1])
+def test_failed_queue_fails_the_other_half_instead_of_hanging(held: int) -> None:
+    """A task failing on one device's queue makes torch_npu drop the barrier's half there; the other half fails.
+
+    Both devices' queues then raise; nothing waits for the dropped half (the process finishes at once).
+    """
+    code = FAILED_HALF.format(held=held)
+    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert "npu:0 raised:" in r.stdout and "npu:1 raised:" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert "dropped its half of a cross-device call" in r.stderr
+
+
 def test_status_for_doctor() -> None:
     st = copies.status()
     assert st["enabled"] is True
