@@ -592,6 +592,29 @@ def test_caller_never_waits_for_a_task_queue(held: str) -> None:
     assert torch.equal(z.cpu(), want * 2)
 
 
+@pytest.mark.parametrize("side", ["source", "destination"])
+def test_sync_launch_stream_on_one_side(side: str) -> None:
+    """A synchronously launched stream (no task queue) on one side, a queued one on the other: still ordered.
+
+    The barrier is then issued from the caller's thread (no queued group: no queue thread waits).
+    """
+    import torch_npu
+
+    want = values()
+    s, d = 0, 1
+    dev = s if side == "source" else d
+    sl = torch_npu.npu.SyncLaunchStream(device=dev)
+    waited = copies.status()["signal_wait_ns"]
+    with torch.npu.device(dev), torch.npu.stream(sl):
+        x = written_slowly(s, want)
+        with NoHostSync():
+            y = x.to(f"npu:{d}")
+            z = y * 2
+        assert torch.equal(z.cpu(), want * 2)
+    assert torch.equal(y.cpu(), want)
+    assert copies.status()["signal_wait_ns"] == waited
+
+
 FAILED_HALF = """
 import torch_npu_ipc, torch
 x = torch.ones(1000, device="npu:0")
