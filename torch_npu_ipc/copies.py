@@ -82,7 +82,11 @@ def status() -> dict[str, Any]:
     Returns:
         dict: ``enabled`` (bool), ``mode`` (``"events"`` or ``"synchronize"``:
         the mode asked for), ``path`` (what copies actually do: ``"events"``,
-        ``"synchronize"`` or ``"torch_npu"`` when the hook is off),
+        ``"synchronize"`` or ``"torch_npu"`` when the hook is off), ``queued``
+        (the barrier's runtime calls go through torch_npu's task queues, so
+        the caller never waits for them; ``False`` with ``TASK_QUEUE_ENABLE=0``,
+        ``ASCEND_LAUNCH_BLOCKING=1`` or a synchronously launched current
+        stream, where they are issued from the calling thread),
         ``fallback_reason`` (why events cannot be used here, ``""`` when they
         can), ``env`` (the value of ``TORCH_NPU_IPC_COPIES``) and the
         counters ``event_copies``, ``sync_copies``, ``delegated`` (calls
@@ -104,6 +108,7 @@ def status() -> dict[str, Any]:
         "enabled": enabled,
         "mode": mode,
         "path": path,
+        "queued": bool(_C._copies_queued()),
         "fallback_reason": reason,
         "env": os.environ.get(ENV_VAR, ""),
         **_C._copies_stats(),

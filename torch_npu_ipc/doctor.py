@@ -79,6 +79,7 @@ def _describe_copies(st: dict[str, Any]) -> str:
     if not st["enabled"]:
         return "torch_npu's own (hook off: copies.disable() or TORCH_NPU_IPC_COPIES=0)"
     if st["path"] == "events":
-        return "plugin, two-way event barrier (hook on; TORCH_NPU_IPC_COPIES=0 turns it off)"
+        how = "queued behind torch_npu's tasks" if st["queued"] else "issued from the calling thread"
+        return f"plugin, two-way event barrier, {how} (hook on; TORCH_NPU_IPC_COPIES=0 turns it off)"
     why = st["fallback_reason"] or "TORCH_NPU_IPC_COPIES=sync"
     return f"plugin, stream synchronize (hook on; events not used: {why})"

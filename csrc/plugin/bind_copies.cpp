@@ -24,6 +24,8 @@ void bind_copies(py::module_& m) {
         [] { return std::string(copies_mode() == CopyMode::kSynchronize ? "synchronize" : "events"); });
   m.def("_copies_event_unsupported_reason", &copies_event_unsupported_reason, py::arg("device"),
         "Why cross-device copies cannot use events in this process ('' when they can).");
+  m.def("_copies_queued", &copies_queued,
+        "Whether barrier copies on the current streams go through torch_npu's task queues.");
   m.def("_copies_stats", [] {
     CopyStats s = copies_stats();
     py::dict d;

@@ -455,6 +455,8 @@ std::string copies_event_unsupported_reason(c10::DeviceIndex device) {
   return event_reason;
 }
 
+bool copies_queued() { return runs_queued(c10_npu::getCurrentNPUStream()); }
+
 CopyStats copies_stats() {
   CopyStats s;
   s.event_copies = stats().event_copies.load();

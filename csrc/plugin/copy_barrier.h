@@ -56,6 +56,11 @@ CopyMode copies_mode();
 // Probed lazily; forces the synchronize path when non-empty.
 std::string copies_event_unsupported_reason(c10::DeviceIndex device);
 
+// Whether barrier copies on the current streams go through torch_npu's task
+// queues (queued groups, see task_queue.h) rather than being issued from the
+// calling thread (task queue off, or a synchronously launched stream).
+bool copies_queued();
+
 CopyStats copies_stats();
 void copies_reset_stats();
 

@@ -651,6 +651,7 @@ def test_status_for_doctor() -> None:
     st = copies.status()
     assert st["enabled"] is True
     assert st["fallback_reason"] == ""  # aclsim has IPC events
+    assert st["queued"] is TASK_QUEUE_ON
     assert st["fallback_reason"] == torch_npu_ipc._C._ipc_event_unsupported_reason(0)
     assert set(st) >= {
         "enabled",
@@ -662,6 +663,7 @@ def test_status_for_doctor() -> None:
         "sync_copies",
         "delegated",
         "signal_wait_ns",
+        "queued",
     }
 
 
