@@ -33,6 +33,7 @@ void bind_copies(py::module_& m) {
     d["sync_copies"] = s.sync_copies;
     d["delegated"] = s.delegated;
     d["signal_wait_ns"] = s.signal_wait_ns;
+    d["queue_full_waits"] = s.queue_full_waits;
     return d;
   });
   m.def("_copies_reset_stats", &copies_reset_stats);

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 
@@ -57,6 +58,7 @@ struct Stats {
   std::atomic<uint64_t> sync_copies{0};
   std::atomic<uint64_t> delegated{0};
   std::atomic<uint64_t> signal_wait_ns{0};
+  std::atomic<uint64_t> queue_full_waits{0};
 };
 
 Stats& stats() {
@@ -166,6 +168,48 @@ void synchronize(const c10_npu::NPUStream& stream) {
   check(sync(raw), "aclrtSynchronizeStream");
 }
 
+// Queued barrier copies whose calls torch_npu's queues still hold. Each
+// holds two pooled IPC events until its calls are gone, so a caller that
+// outruns the queue threads would grow the pools by two events per copy
+// (measured before this bound: 4,400 events after 20,000 back-to-back .to()
+// in mode 2), and an IPC event costs ~300 us and a device resource on
+// hardware. Beyond kMaxQueuedCopies the caller waits for the oldest copies,
+// as it waits for torch_npu's own queue when that is full.
+constexpr int kMaxQueuedCopies = 128;
+
+class QueuedCopies {
+ public:
+  // A slot, given back when the last copy of the returned handle is gone.
+  std::shared_ptr<void> take() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (count_ >= kMaxQueuedCopies) {
+      stats().queue_full_waits.fetch_add(1, std::memory_order_relaxed);
+      TORCH_CHECK(cv_.wait_for(lock, kQueueSignalTimeout, [this] { return count_ < kMaxQueuedCopies; }),
+                  "cross-device copy: ", kMaxQueuedCopies, " earlier copies have sat in torch_npu's task queues for ",
+                  std::chrono::duration_cast<std::chrono::seconds>(kQueueSignalTimeout).count(),
+                  " s; a task queue is stuck");
+    }
+    ++count_;
+    return std::shared_ptr<void>(nullptr, [this](void*) {
+      {
+        std::lock_guard<std::mutex> guard(mu_);
+        --count_;
+      }
+      cv_.notify_one();
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int count_ = 0;  // guarded by mu_
+};
+
+QueuedCopies& queued_copies() {
+  static QueuedCopies* q = std::make_unique<QueuedCopies>().release();  // outlives torch_npu's queues
+  return *q;
+}
+
 // The event barrier, for streams whose work torch_npu queues (see
 // task_queue.h): one group of two queued calls, so the caller never waits
 // for a queue thread and each half reaches the runtime in order with the
@@ -178,7 +222,7 @@ void synchronize(const c10_npu::NPUStream& stream) {
 // the copy; they would wait for it on the device anyway.
 void queued_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream& dst_stream, void* dst,
                     const void* src, size_t bytes, const std::shared_ptr<IpcEvent>& dst_ready,
-                    const std::shared_ptr<IpcEvent>& copied) {
+                    const std::shared_ptr<IpcEvent>& copied, const std::shared_ptr<void>& slot) {
   const AclTable& t = acl();
   Stats& st = stats();
   aclrtStream raw_dst = dst_stream.stream(/*need_empty=*/false);
@@ -189,7 +233,7 @@ void queued_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStre
   ensure_queue_running(src_stream);
   EnqueueGroup group;
   enqueue(dst_stream.device_index(), "torch_npu_ipc::copy_barrier_dst",
-          [&t, &st, dst_ready, copied, raw_dst, transferred,
+          [&t, &st, dst_ready, copied, raw_dst, transferred, slot,
            fire = std::make_shared<QueueSignalSender>(recorded)] {
             aclError rc = t.RecordEvent(dst_ready->raw(), raw_dst);  // dst memory free of earlier work on D ...
             fire->fire(rc);
@@ -198,7 +242,7 @@ void queued_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStre
             return rc;
           });
   enqueue(src_stream.device_index(), "torch_npu_ipc::copy_barrier_src",
-          [&t, &st, dst_ready, copied, raw_src, dst, src, bytes, recorded,
+          [&t, &st, dst_ready, copied, raw_src, dst, src, bytes, recorded, slot,
            fire = std::make_shared<QueueSignalSender>(transferred)] {
             aclError rc = timed_wait(*recorded, st);
             if (rc == ACL_SUCCESS) rc = t.StreamWaitEvent(raw_src, dst_ready->raw());  // ... before S's stream writes it
@@ -247,6 +291,8 @@ void direct_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStre
 // anything was issued (the caller then synchronizes instead).
 bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream& dst_stream, void* dst,
                   const void* src, size_t bytes) {
+  const bool queued = runs_queued(src_stream) && runs_queued(dst_stream);
+  std::shared_ptr<void> slot = queued ? queued_copies().take() : nullptr;
   std::shared_ptr<IpcEvent> dst_ready;
   std::shared_ptr<IpcEvent> copied;
   try {
@@ -261,8 +307,8 @@ bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream
   // every call holding it is gone, and never destroyed while pooled, so
   // IpcEvent's per-use fences (kept for deferred destruction of dropped
   // events) are not needed here and would double the ACL calls.
-  if (runs_queued(src_stream) && runs_queued(dst_stream)) {
-    queued_barrier(src_stream, dst_stream, dst, src, bytes, dst_ready, copied);
+  if (queued) {
+    queued_barrier(src_stream, dst_stream, dst, src, bytes, dst_ready, copied, slot);
   } else {
     direct_barrier(src_stream, dst_stream, dst, src, bytes, dst_ready, copied);
   }
@@ -463,6 +509,7 @@ CopyStats copies_stats() {
   s.sync_copies = stats().sync_copies.load();
   s.delegated = stats().delegated.load();
   s.signal_wait_ns = stats().signal_wait_ns.load();
+  s.queue_full_waits = stats().queue_full_waits.load();
   return s;
 }
 
@@ -471,6 +518,7 @@ void copies_reset_stats() {
   stats().sync_copies = 0;
   stats().delegated = 0;
   stats().signal_wait_ns = 0;
+  stats().queue_full_waits = 0;
 }
 
 }  // namespace torch_npu_ipc

@@ -43,6 +43,9 @@ struct CopyStats {
   // waiting for the other device's queue to issue its half (the caller's
   // thread never waits; see task_queue.h).
   uint64_t signal_wait_ns = 0;
+  // Queued barrier copies that waited because 128 earlier ones were still in
+  // torch_npu's queues (backpressure that bounds the pooled events).
+  uint64_t queue_full_waits = 0;
 };
 
 // Installs the dispatcher hook (idempotent) in `mode`.

@@ -434,6 +434,49 @@ def test_concurrent_copies_both_directions_streams_threads() -> None:
     assert not errors, errors
 
 
+def ping_pong(threads: int, hops: int) -> None:
+    """Bounce a tensor per thread between the devices ``hops`` times, with no host synchronize until the end.
+
+    Each thread uses its own streams and adds 1 on every arrival: many copy groups are in flight in
+    both directions at once, in every queue (per-stream queues with ``PER_STREAM_QUEUE=1``).
+    """
+    errors: list[BaseException] = []
+    results: dict[int, torch.Tensor] = {}
+
+    def worker(k: int) -> None:
+        try:
+            s0 = torch.npu.Stream(device=0)
+            s1 = torch.npu.Stream(device=1)
+            with torch.npu.stream(s0), torch.npu.stream(s1):
+                x = torch.full((N,), float(k * 1000), device=f"npu:{k % 2}")
+                for h in range(hops):
+                    x = x.to(f"npu:{(k + h + 1) % 2}")
+                    x.add_(1)
+                results[k] = x.cpu()
+        except BaseException as e:
+            errors.append(e)
+
+    workers = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(300)
+    assert not any(t.is_alive() for t in workers), "a copy thread hung"
+    assert not errors, errors
+    for k in range(threads):
+        assert torch.equal(results[k], torch.full((N,), float(k * 1000 + hops))), (k, results[k][:3])
+
+
+def test_ping_pong_many_groups_in_flight() -> None:
+    ping_pong(threads=4, hops=60)
+
+
+@pytest.mark.soak
+@pytest.mark.skipif(os.environ.get("TORCH_NPU_IPC_SOAK") != "1", reason="soak test: run with --soak")
+def test_ping_pong_many_groups_in_flight_soak() -> None:
+    ping_pong(threads=8, hops=20000)
+
+
 def test_concurrent_many_inflight_copies() -> None:
     """Many copies in flight behind slow work on both devices, then read."""
     xs = [torch.full((N,), float(i), device=f"npu:{i % 2}") for i in range(16)]
@@ -615,6 +658,32 @@ def test_sync_launch_stream_on_one_side(side: str) -> None:
     assert copies.status()["signal_wait_ns"] == waited
 
 
+@pytest.mark.skipif(not TASK_QUEUE_ON, reason="TASK_QUEUE_ENABLE=0: nothing is left queued")
+def test_queued_copies_are_bounded() -> None:
+    """A caller that outruns the queues waits after 128 queued copies, so the event pools stay bounded."""
+    x = values().to("npu:0")
+    torch.npu.synchronize(0)
+    created = torch_npu_ipc._C._event_stats()["created"]
+    waits = copies.status()["queue_full_waits"]
+    results: list[torch.Tensor] = []
+    hold = torch_npu_ipc._C._QueueHold(0, 60.0)  # no copy group can finish
+    caller = threading.Thread(target=lambda: results.extend(x.to("npu:1") for _ in range(200)))
+    try:
+        caller.start()
+        deadline = time.monotonic() + 60
+        while copies.status()["queue_full_waits"] == waits and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert copies.status()["queue_full_waits"] > waits, "the caller never waited"
+        assert caller.is_alive() and len(results) < 200
+    finally:
+        hold.release()
+    caller.join(120)
+    assert not caller.is_alive(), "the caller hung after the queue moved on"
+    assert len(results) == 200
+    assert all(torch.equal(y.cpu(), values()) for y in results)
+    assert torch_npu_ipc._C._event_stats()["created"] - created <= 2 * 128 + 2
+
+
 FAILED_HALF = """
 import torch_npu_ipc, torch
 x = torch.ones(1000, device="npu:0")
@@ -663,6 +732,7 @@ def test_status_for_doctor() -> None:
         "sync_copies",
         "delegated",
         "signal_wait_ns",
+        "queue_full_waits",
         "queued",
     }
 
