@@ -90,10 +90,11 @@ def status() -> dict[str, Any]:
         ``fallback_reason`` (why events cannot be used here, ``""`` when they
         can), ``env`` (the value of ``TORCH_NPU_IPC_COPIES``) and the
         counters ``event_copies``, ``sync_copies``, ``delegated`` (calls
-        handed to torch_npu's kernel) and ``signal_wait_ns`` (time torch_npu's
+        handed to torch_npu's kernel), ``signal_wait_ns`` (time torch_npu's
         queue threads spent, inside event-barrier copies, waiting for the
         other device's queue to issue its half of the barrier; the calling
-        thread never waits for a queue).
+        thread never waits for a queue) and ``queue_full_waits`` (copies that
+        waited because 128 earlier ones were still queued).
     """
     enabled = is_enabled()
     mode = _C._copies_mode()

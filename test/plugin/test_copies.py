@@ -397,41 +397,47 @@ def test_autograd_through_cast_and_copy_() -> None:
 
 
 # ------------------------------------------------------------------------------------ concurrency
-def test_concurrent_copies_both_directions_streams_threads() -> None:
-    """Threads copy both ways on their own streams, with slow work interleaved: every result is right."""
+def run_on_own_streams(worker: Callable[[int], None], threads: int, timeout: float) -> None:
+    """Run ``worker(k)`` for k in range(threads), each thread with its own current stream on both devices."""
     errors: list[BaseException] = []
-    rounds = 8
 
-    def worker(k: int) -> None:
+    def body(k: int) -> None:
         try:
-            s0 = torch.npu.Stream(device=0)
-            s1 = torch.npu.Stream(device=1)
-            with torch.npu.stream(s0), torch.npu.stream(s1):
-                for r in range(rounds):
-                    v = float(k * 100 + r)
-                    src_dev, dst_dev = (0, 1) if (k + r) % 2 == 0 else (1, 0)
-                    x = torch.full((N,), v, device=f"npu:{src_dev}")
-                    if r % 3 == 0:
-                        slow(src_dev, 0.02)
-                    x.add_(1)
-                    y = x.to(f"npu:{dst_dev}")
-                    y.mul_(2)
-                    back = torch.empty(N, device=f"npu:{src_dev}")
-                    back.copy_(y)
-                    back.sub_(1)
-                    got = back.cpu()
-                    want = torch.full((N,), (v + 1) * 2 - 1)
-                    assert torch.equal(got, want), f"thread {k} round {r}: {got[:3]} != {want[:3]}"
+            with torch.npu.stream(torch.npu.Stream(device=0)), torch.npu.stream(torch.npu.Stream(device=1)):
+                worker(k)
         except BaseException as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
+    workers = [threading.Thread(target=body, args=(k,)) for k in range(threads)]
+    for t in workers:
         t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "a copy thread hung"
+    for t in workers:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in workers), "a copy thread hung"
     assert not errors, errors
+
+
+def test_concurrent_copies_both_directions_streams_threads() -> None:
+    """Threads copy both ways on their own streams, with slow work interleaved: every result is right."""
+
+    def worker(k: int) -> None:
+        for r in range(8):
+            v = float(k * 100 + r)
+            src_dev, dst_dev = (0, 1) if (k + r) % 2 == 0 else (1, 0)
+            x = torch.full((N,), v, device=f"npu:{src_dev}")
+            if r % 3 == 0:
+                slow(src_dev, 0.02)
+            x.add_(1)
+            y = x.to(f"npu:{dst_dev}")
+            y.mul_(2)
+            back = torch.empty(N, device=f"npu:{src_dev}")
+            back.copy_(y)
+            back.sub_(1)
+            got = back.cpu()
+            want = torch.full((N,), (v + 1) * 2 - 1)
+            assert torch.equal(got, want), f"thread {k} round {r}: {got[:3]} != {want[:3]}"
+
+    run_on_own_streams(worker, threads=4, timeout=120)
 
 
 def ping_pong(threads: int, hops: int) -> None:
@@ -440,29 +446,16 @@ def ping_pong(threads: int, hops: int) -> None:
     Each thread uses its own streams and adds 1 on every arrival: many copy groups are in flight in
     both directions at once, in every queue (per-stream queues with ``PER_STREAM_QUEUE=1``).
     """
-    errors: list[BaseException] = []
     results: dict[int, torch.Tensor] = {}
 
     def worker(k: int) -> None:
-        try:
-            s0 = torch.npu.Stream(device=0)
-            s1 = torch.npu.Stream(device=1)
-            with torch.npu.stream(s0), torch.npu.stream(s1):
-                x = torch.full((N,), float(k * 1000), device=f"npu:{k % 2}")
-                for h in range(hops):
-                    x = x.to(f"npu:{(k + h + 1) % 2}")
-                    x.add_(1)
-                results[k] = x.cpu()
-        except BaseException as e:
-            errors.append(e)
+        x = torch.full((N,), float(k * 1000), device=f"npu:{k % 2}")
+        for h in range(hops):
+            x = x.to(f"npu:{(k + h + 1) % 2}")
+            x.add_(1)
+        results[k] = x.cpu()
 
-    workers = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join(300)
-    assert not any(t.is_alive() for t in workers), "a copy thread hung"
-    assert not errors, errors
+    run_on_own_streams(worker, threads=threads, timeout=300)
     for k in range(threads):
         assert torch.equal(results[k], torch.full((N,), float(k * 1000 + hops))), (k, results[k][:3])
 
