@@ -210,6 +210,16 @@ QueuedCopies& queued_copies() {
   return *q;
 }
 
+// What a queued group holds until torch_npu's queues are done with both of
+// its calls. Members are destroyed in reverse order: the events go back to
+// their pools before the slot frees, so a caller woken by the slot finds them
+// there and the pools stay within two events per slot.
+struct GroupHold {
+  std::shared_ptr<void> slot;
+  std::shared_ptr<IpcEvent> dst_ready;
+  std::shared_ptr<IpcEvent> copied;
+};
+
 // The event barrier, for streams whose work torch_npu queues (see
 // task_queue.h): one group of two queued calls, so the caller never waits
 // for a queue thread and each half reaches the runtime in order with the
@@ -221,33 +231,34 @@ QueuedCopies& queued_copies() {
 // D's queue thread holds D's later tasks back while S's queue catches up to
 // the copy; they would wait for it on the device anyway.
 void queued_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream& dst_stream, void* dst,
-                    const void* src, size_t bytes, const std::shared_ptr<IpcEvent>& dst_ready,
-                    const std::shared_ptr<IpcEvent>& copied, const std::shared_ptr<void>& slot) {
+                    const void* src, size_t bytes, std::shared_ptr<const GroupHold> held) {
   const AclTable& t = acl();
   Stats& st = stats();
   aclrtStream raw_dst = dst_stream.stream(/*need_empty=*/false);
   aclrtStream raw_src = src_stream.stream(/*need_empty=*/false);
+  aclrtEvent dst_ready = held->dst_ready->raw();
+  aclrtEvent copied = held->copied->raw();
   auto recorded = std::make_shared<QueueSignal>();
   auto transferred = std::make_shared<QueueSignal>();
   ensure_queue_running(dst_stream);
   ensure_queue_running(src_stream);
   EnqueueGroup group;
   enqueue(dst_stream.device_index(), "torch_npu_ipc::copy_barrier_dst",
-          [&t, &st, dst_ready, copied, raw_dst, transferred, slot,
+          [&t, &st, held, dst_ready, copied, raw_dst, transferred,
            fire = std::make_shared<QueueSignalSender>(recorded)] {
-            aclError rc = t.RecordEvent(dst_ready->raw(), raw_dst);  // dst memory free of earlier work on D ...
+            aclError rc = t.RecordEvent(dst_ready, raw_dst);  // dst memory free of earlier work on D ...
             fire->fire(rc);
             if (rc == ACL_SUCCESS) rc = timed_wait(*transferred, st);
-            if (rc == ACL_SUCCESS) rc = t.StreamWaitEvent(raw_dst, copied->raw());  // later work on D sees the data
+            if (rc == ACL_SUCCESS) rc = t.StreamWaitEvent(raw_dst, copied);  // later work on D sees the data
             return rc;
           });
   enqueue(src_stream.device_index(), "torch_npu_ipc::copy_barrier_src",
-          [&t, &st, dst_ready, copied, raw_src, dst, src, bytes, recorded, slot,
+          [&t, &st, held = std::move(held), dst_ready, copied, raw_src, dst, src, bytes, recorded,
            fire = std::make_shared<QueueSignalSender>(transferred)] {
             aclError rc = timed_wait(*recorded, st);
-            if (rc == ACL_SUCCESS) rc = t.StreamWaitEvent(raw_src, dst_ready->raw());  // ... before S's stream writes it
+            if (rc == ACL_SUCCESS) rc = t.StreamWaitEvent(raw_src, dst_ready);  // ... before S's stream writes it
             if (rc == ACL_SUCCESS) rc = t.MemcpyAsync(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, raw_src);
-            if (rc == ACL_SUCCESS) rc = t.RecordEvent(copied->raw(), raw_src);
+            if (rc == ACL_SUCCESS) rc = t.RecordEvent(copied, raw_src);
             fire->fire(rc);
             return rc;
           });
@@ -292,12 +303,11 @@ void direct_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStre
 bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream& dst_stream, void* dst,
                   const void* src, size_t bytes) {
   const bool queued = runs_queued(src_stream) && runs_queued(dst_stream);
-  std::shared_ptr<void> slot = queued ? queued_copies().take() : nullptr;
-  std::shared_ptr<IpcEvent> dst_ready;
-  std::shared_ptr<IpcEvent> copied;
+  auto held = std::make_shared<GroupHold>();
+  if (queued) held->slot = queued_copies().take();
   try {
-    dst_ready = EventManager::get().acquire(dst_stream.device_index());
-    copied = EventManager::get().acquire(src_stream.device_index());
+    held->dst_ready = EventManager::get().acquire(dst_stream.device_index());
+    held->copied = EventManager::get().acquire(src_stream.device_index());
   } catch (const c10::Error& e) {
     mark_events_broken(std::string("interprocess events are unusable (") + e.what_without_backtrace() +
                        "); cross-device copies synchronize the streams instead");
@@ -308,9 +318,9 @@ bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream
   // IpcEvent's per-use fences (kept for deferred destruction of dropped
   // events) are not needed here and would double the ACL calls.
   if (queued) {
-    queued_barrier(src_stream, dst_stream, dst, src, bytes, dst_ready, copied, slot);
+    queued_barrier(src_stream, dst_stream, dst, src, bytes, std::move(held));
   } else {
-    direct_barrier(src_stream, dst_stream, dst, src, bytes, dst_ready, copied);
+    direct_barrier(src_stream, dst_stream, dst, src, bytes, held->dst_ready, held->copied);
   }
   return true;
 }

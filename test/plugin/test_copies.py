@@ -674,7 +674,7 @@ def test_queued_copies_are_bounded() -> None:
     assert not caller.is_alive(), "the caller hung after the queue moved on"
     assert len(results) == 200
     assert all(torch.equal(y.cpu(), values()) for y in results)
-    assert torch_npu_ipc._C._event_stats()["created"] - created <= 2 * 128 + 2
+    assert torch_npu_ipc._C._event_stats()["created"] - created <= 2 * 128
 
 
 FAILED_HALF = """
