@@ -20,6 +20,11 @@ def soak() -> bool:
     return os.environ.get("TORCH_NPU_IPC_SOAK") == "1"
 
 
+def task_queue_on() -> bool:
+    """True when torch_npu queues work (``TASK_QUEUE_ENABLE`` 1 or 2, its default, and no launch blocking)."""
+    return os.environ.get("TASK_QUEUE_ENABLE", "1") != "0" and os.environ.get("ASCEND_LAUNCH_BLOCKING") != "1"
+
+
 def run_processes(
     targets: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]], timeout: float = DEFAULT_TIMEOUT
 ) -> None:

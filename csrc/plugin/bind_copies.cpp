@@ -51,8 +51,7 @@ void bind_copies(py::module_& m) {
                                                 fail ? ACL_ERROR_INTERNAL_ERROR : ACL_SUCCESS);
            }),
            py::arg("device"), py::arg("timeout_s") = 60.0, py::arg("fail") = false)
-      .def("release", &QueueHold::release)
-      .def_property_readonly("reached", &QueueHold::reached);
+      .def("release", &QueueHold::release);
 }
 
 }  // namespace torch_npu_ipc

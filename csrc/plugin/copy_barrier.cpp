@@ -152,20 +152,26 @@ void record_use(const at::Tensor& t, const c10_npu::NPUStream& stream) {
   if (ptr.get() != nullptr) c10_npu::NPUCachingAllocator::recordStream(ptr, stream);
 }
 
+// The raw stream, ordered after the work torch_npu took for it so far:
+// drained when torch_npu queues its work, else a lookup.
+aclrtStream launched(const c10_npu::NPUStream& stream) {
+  if (!runs_queued(stream)) return stream.stream(/*need_empty=*/false);
+  aclrtStream raw = drained(stream);
+  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
+  return raw;
+}
+
 void memcpy_d2d(const c10_npu::NPUStream& stream, void* dst, const void* src, size_t bytes) {
   auto copy = NPU_IPC_ACL(MemcpyAsync, "Cross-device copies");
   AclDeviceGuard guard(stream.device_index());
-  aclrtStream raw = drained(stream);
-  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
-  check(copy(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, raw), "aclrtMemcpyAsync(DEVICE_TO_DEVICE)");
+  check(copy(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, launched(stream)),
+        "aclrtMemcpyAsync(DEVICE_TO_DEVICE)");
 }
 
 void synchronize(const c10_npu::NPUStream& stream) {
   auto sync = NPU_IPC_ACL(SynchronizeStream, "Cross-device copies");
   AclDeviceGuard guard(stream.device_index());
-  aclrtStream raw = drained(stream);
-  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
-  check(sync(raw), "aclrtSynchronizeStream");
+  check(sync(launched(stream)), "aclrtSynchronizeStream");
 }
 
 // Queued barrier copies whose calls torch_npu's queues still hold. Each
@@ -262,15 +268,6 @@ void queued_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStre
             fire->fire(rc);
             return rc;
           });
-}
-
-// The raw stream, ordered after the work torch_npu took for it so far:
-// drained when torch_npu queues its work, else a lookup.
-aclrtStream launched(const c10_npu::NPUStream& stream) {
-  if (!runs_queued(stream)) return stream.stream(/*need_empty=*/false);
-  aclrtStream raw = drained(stream);
-  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
-  return raw;
 }
 
 // The event barrier issued from the caller's thread, for when torch_npu

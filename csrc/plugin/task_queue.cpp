@@ -96,14 +96,13 @@ aclError QueueSignal::wait(std::chrono::milliseconds timeout) {
 }
 
 QueueHold::QueueHold(c10::DeviceIndex device, std::chrono::milliseconds timeout, aclError result)
-    : release_(std::make_shared<QueueSignal>()), reached_(std::make_shared<std::atomic<bool>>(false)) {
-  TORCH_CHECK(runs_queued(c10_npu::getCurrentNPUStream(device)),
-              "torch_npu launches work at once on the current stream of npu:", int(device),
+    : release_(std::make_shared<QueueSignal>()) {
+  const c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(device);
+  TORCH_CHECK(runs_queued(stream), "torch_npu launches work at once on the current stream of npu:", int(device),
               " (TASK_QUEUE_ENABLE=0, ASCEND_LAUNCH_BLOCKING=1 or a synchronously launched stream): "
               "there is no task queue to hold");
-  ensure_queue_running(c10_npu::getCurrentNPUStream(device));
-  enqueue(device, "torch_npu_ipc::queue_hold", [release = release_, reached = reached_, timeout, result] {
-    reached->store(true);
+  ensure_queue_running(stream);
+  enqueue(device, "torch_npu_ipc::queue_hold", [release = release_, timeout, result] {
     release->wait(timeout);
     return result;
   });
@@ -112,8 +111,6 @@ QueueHold::QueueHold(c10::DeviceIndex device, std::chrono::milliseconds timeout,
 QueueHold::~QueueHold() { release(); }
 
 void QueueHold::release() { release_->fire(ACL_SUCCESS); }
-
-bool QueueHold::reached() const { return reached_->load(); }
 
 QueueSignalSender::~QueueSignalSender() {
   if (!fired_) signal_->abandon();

@@ -32,7 +32,6 @@
 #include <acl/acl.h>
 #include <c10/core/Device.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -119,12 +118,9 @@ class QueueHold {
   QueueHold& operator=(const QueueHold&) = delete;
   ~QueueHold();
   void release();
-  // Whether the queue thread has reached the held call.
-  bool reached() const;
 
  private:
   std::shared_ptr<QueueSignal> release_;
-  std::shared_ptr<std::atomic<bool>> reached_;
 };
 
 // How long a queued call waits for a signal before it fails. Long, because

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import torch
+from helpers import soak, task_queue_on
 
 import aclsim
 import torch_npu_ipc
@@ -321,7 +322,7 @@ def test_default_index_is_current_device() -> None:
 #    torch_npu's task queue refuses all work. With TASK_QUEUE_ENABLE=0 the calls are issued in
 #    program order and the tests must pass. So each backward runs in a child process.
 ENGINE_RACE = "aclrtStreamWaitEvent: invalid event handle"
-TASK_QUEUE_ON = os.environ.get("TASK_QUEUE_ENABLE", "1") != "0" and os.environ.get("ASCEND_LAUNCH_BLOCKING") != "1"
+TASK_QUEUE_ON = task_queue_on()
 
 
 def engine_race(stderr: str) -> str | None:
@@ -465,7 +466,7 @@ def test_ping_pong_many_groups_in_flight() -> None:
 
 
 @pytest.mark.soak
-@pytest.mark.skipif(os.environ.get("TORCH_NPU_IPC_SOAK") != "1", reason="soak test: run with --soak")
+@pytest.mark.skipif(not soak(), reason="soak test: run with --soak")
 def test_ping_pong_many_groups_in_flight_soak() -> None:
     ping_pong(threads=8, hops=20000)
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import task_queue_on
 
 
 def _run(args: list[str], timeout: float = 240.0) -> subprocess.CompletedProcess[str]:
@@ -42,8 +43,7 @@ def test_doctor_reports_runtime_and_paths(command: list[str]) -> None:
     assert "tensor sharing" in out.stdout
     line = next(x for x in out.stdout.splitlines() if "cross-device copies" in x)
     assert "plugin, two-way event barrier" in line and "(hook on" in line, line
-    queued = os.environ.get("TASK_QUEUE_ENABLE", "1") != "0" and os.environ.get("ASCEND_LAUNCH_BLOCKING") != "1"
-    assert ("queued behind torch_npu's tasks" if queued else "issued from the calling thread") in line, line
+    assert ("queued behind torch_npu's tasks" if task_queue_on() else "issued from the calling thread") in line, line
     assert "ExternalStream                             plugin over torch_npu's getStreamFromExternal" in out.stdout
 
 
