@@ -6,6 +6,10 @@ Run on aclsim (``import torch_npu_ipc`` activates it without CANN) with at
 least two devices. The host time of one call is measured for:
 
   same_device   ``x.clone()`` on npu:0 (a device copy that only enqueues work)
+  dst_clone     a clone of a tensor on npu:1, whose task queue is idle (the
+                source was written on npu:0): the least a copy into npu:1
+                costs with the task queue on, since it must allocate there
+                and queue work behind npu:1's earlier work, waking that queue
   events        ``x.to('npu:1')`` through the plugin's event barrier
   synchronize   the same through the plugin with ``TORCH_NPU_IPC_COPIES=sync``
                 semantics (host synchronizes the streams; what older
@@ -28,8 +32,9 @@ threads' waits for each other are reported per copy
 (``copies.status()["signal_wait_ns"]``).
 
 The ratio ``events / same_device`` in the device-busy regime is the figure
-of merit (goal <= 1.2). All numbers come from one process and one run; host
-times are medians.
+of merit (goal <= 1.2); ``events / dst_clone`` shows what the barrier costs
+beyond the allocation and queued work any copy into npu:1 pays. All numbers
+come from one process and one run; host times are medians.
 
 ``main(argv)`` returns the results as a dict.
 """
@@ -66,9 +71,17 @@ def _same(t: torch.Tensor) -> torch.Tensor:
     return t.clone()
 
 
+_DST: list[torch.Tensor] = []  # the tensor on npu:1 that ``_dst_clone`` copies (made in main)
+
+
+def _dst_clone(t: torch.Tensor) -> torch.Tensor:
+    return _DST[0].clone()
+
+
 # label -> (hook state: None = off, False = events, True = synchronize; the op)
 CASES: dict[str, tuple[bool | None, Op]] = {
     "same_device": (False, _same),
+    "dst_clone": (False, _dst_clone),
     "events": (False, _cross),
     "synchronize": (True, _cross),
     "torch_npu": (None, _cross),
@@ -76,6 +89,7 @@ CASES: dict[str, tuple[bool | None, Op]] = {
 
 LABELS = {
     "same_device": "same-device copy (clone)",
+    "dst_clone": "clone on npu:1 (idle queue)",
     "events": "cross-device, event barrier",
     "synchronize": "cross-device, synchronize",
     "torch_npu": "cross-device, torch_npu 2.13",
@@ -136,6 +150,7 @@ def _regime(x: torch.Tensor, iters: int, pending: float | None) -> dict[str, Any
     return {
         "host_us": us,
         "ratio_to_same_device": {k: v / us["same_device"] for k, v in us.items()},
+        "events_vs_dst_clone": us["events"] / us["dst_clone"],
         "stream_syncs_per_call": {k: v / iters for k, v in syncs.items()},
         "events_signal_wait_mean_us": waited_ns / max(n_events, 1) / 1e3,
     }
@@ -148,6 +163,7 @@ def _print(title: str, r: dict[str, Any]) -> None:
         ratio = r["ratio_to_same_device"][key]
         n = r["stream_syncs_per_call"][key]
         print(f"  {label:30s}{us[key]:9.1f} us  {ratio:6.2f}x   stream syncs/call {n:.1f}")
+    print(f"  event barrier / clone on npu:1: {r['events_vs_dst_clone']:.2f}x")
     print(
         "  event barrier: queue threads waited for each other "
         f"{r['events_signal_wait_mean_us']:.1f} us per copy (mean; the caller never waits)"
@@ -167,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if torch.npu.device_count() < 2:
         raise SystemExit("needs two NPUs (aclsim: ACLSIM_DEVICES=2 or more)")
     x = torch.zeros(args.numel, dtype=torch.float32, device="npu:0")
-    torch.zeros(1, device="npu:1")  # initializes npu:1's streams
+    _DST[:] = [torch.zeros(args.numel, dtype=torch.float32, device="npu:1")]
     saved = copies.status()
     try:
         _set_hook(False)
