@@ -134,9 +134,3 @@ def install_from_env() -> None:
         disable()
     else:
         raise ValueError(f"{ENV_VAR} must be '1', '0' or 'sync', got {value!r}")
-
-
-def _cross_device_copy(dst: torch.Tensor, src: torch.Tensor, synchronize: bool = False) -> torch.Tensor:
-    """Copy ``src`` into ``dst`` on another NPU with the barrier, bypassing the dispatcher (tests)."""
-    _C._cross_device_copy(dst, src, synchronize)
-    return dst

@@ -37,12 +37,6 @@ void bind_copies(py::module_& m) {
     return d;
   });
   m.def("_copies_reset_stats", &copies_reset_stats);
-  m.def(
-      "_cross_device_copy",
-      [](const at::Tensor& dst, const at::Tensor& src, bool synchronize) {
-        cross_device_copy(dst, src, mode_of(synchronize));
-      },
-      py::arg("dst"), py::arg("src"), py::arg("synchronize") = false);
   py::class_<QueueHold>(m, "_QueueHold",
                         "Holds torch_npu's task queue of a device's current stream until release() (tests).")
       .def(py::init([](int device, double timeout_s, bool fail) {
