@@ -36,7 +36,6 @@ void bind_copies(py::module_& m) {
     d["queue_full_waits"] = s.queue_full_waits;
     return d;
   });
-  m.def("_copies_reset_stats", &copies_reset_stats);
   py::class_<QueueHold>(m, "_QueueHold",
                         "Holds torch_npu's task queue of a device's current stream until release() (tests).")
       .def(py::init([](int device, double timeout_s, bool fail) {

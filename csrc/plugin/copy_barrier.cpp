@@ -520,12 +520,4 @@ CopyStats copies_stats() {
   return s;
 }
 
-void copies_reset_stats() {
-  stats().event_copies = 0;
-  stats().sync_copies = 0;
-  stats().delegated = 0;
-  stats().signal_wait_ns = 0;
-  stats().queue_full_waits = 0;
-}
-
 }  // namespace torch_npu_ipc

@@ -65,7 +65,6 @@ std::string copies_event_unsupported_reason(c10::DeviceIndex device);
 bool copies_queued();
 
 CopyStats copies_stats();
-void copies_reset_stats();
 
 // Copies `src` (NPU) into `dst` (NPU, another device) as described above.
 // Shapes must be broadcastable (src to dst). Independent of the hook.
