@@ -147,7 +147,9 @@ bool plain_npu(const at::Tensor& t) {
 
 void record_use(const at::Tensor& t, const c10_npu::NPUStream& stream) {
   // The allocator defers reuse of t's block until the work queued on
-  // `stream` so far ran (a no-op when `stream` is the block's own).
+  // `stream` so far ran. Not free: torch_npu records an event per marked
+  // stream when the block is freed (even for the block's own stream), so
+  // callers mark only blocks they did not allocate themselves.
   const c10::DataPtr& ptr = t.storage().data_ptr();
   if (ptr.get() != nullptr) c10_npu::NPUCachingAllocator::recordStream(ptr, stream);
 }
