@@ -58,6 +58,8 @@ import aclsim
 from torch_npu_ipc import copies
 
 GOAL = 1.2
+# ``python -m torch_npu_ipc.bench --quick``: a short smoke run.
+QUICK_ARGS = ["--iters", "20"]
 
 
 Op = Callable[[torch.Tensor], torch.Tensor]

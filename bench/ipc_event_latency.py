@@ -54,6 +54,8 @@ import aclsim
 ACL_EVENT_IPC = 0x40
 ACL_ERROR_REPEAT_INITIALIZE = 100002
 GOAL_US = 50.0
+# ``python -m torch_npu_ipc.bench --quick``: a short smoke run.
+QUICK_ARGS = ["--iters", "200", "--warmup", "20"]
 CHILD_TIMEOUT_S = 60.0
 SYNC_TIMEOUT_MS = 30_000  # a lost signal fails the run instead of hanging it
 

@@ -78,6 +78,8 @@ RING = 16
 NUMEL = 1 << 14
 WINDOW = 16
 WARMUP = 20
+# ``python -m torch_npu_ipc.bench --quick``: a short smoke run.
+QUICK_ARGS = ["--iters", "300", "--repeat", "1", "--pipeline", "100"]
 CTX = mp.get_context("spawn")
 
 

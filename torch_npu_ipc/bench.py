@@ -5,13 +5,14 @@ Each benchmark lives in ``bench/<name>.py`` of the source tree and exposes
 of their results. Ratios are measured side by side within one run; they are
 printed, never asserted. The run ends with a summary of every median,
 ratio and goal, and ``--plot out.png`` draws the ratios when matplotlib is
-installed.
+installed. ``--quick`` runs each benchmark with the short arguments its
+module lists in ``QUICK_ARGS`` (a smoke run: the figures are noisier).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import sys
 import traceback
@@ -25,11 +26,17 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
 
 
 def _load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"torch_npu_ipc_bench_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """Import ``bench/<name>.py`` as the top-level module ``<name>``.
+
+    A benchmark that starts processes with the ``spawn`` method pickles its
+    functions by module name, and the children must import that module too:
+    they get the parent's ``sys.path``, so putting ``bench/`` on it makes the
+    name importable in both.
+    """
+    directory = str(path.parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    return importlib.import_module(path.stem)
 
 
 # Keys (after flattening) worth repeating in the summary.
@@ -83,18 +90,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="benchmark names (files in bench/) to run")
     parser.add_argument("--json", type=Path, help="write all results to this file")
     parser.add_argument("--plot", type=Path, help="draw the ratios into this PNG (needs matplotlib)")
+    parser.add_argument("--quick", action="store_true", help="short runs (each benchmark's QUICK_ARGS)")
     args = parser.parse_args(argv)
     if not BENCH_DIR.is_dir():
         print(f"benchmarks live in the source tree ({BENCH_DIR} not found)", file=sys.stderr)
         return 2
     results: dict[str, Any] = {}
     failed = False
+    if args.quick:
+        print("--quick: short smoke runs; their figures are noisier than a full run's")
     for path in sorted(BENCH_DIR.glob("*.py")):
         if path.stem.startswith("_") or (args.only and path.stem not in args.only):
             continue
         print(f"=== {path.stem}")
         try:
-            results[path.stem] = _load(path).main([])
+            module = _load(path)
+            results[path.stem] = module.main(list(getattr(module, "QUICK_ARGS", [])) if args.quick else [])
         except Exception:  # report and go on to the next benchmark
             traceback.print_exc()
             results[path.stem] = {"error": True}

@@ -20,18 +20,24 @@ def test_summary_picks_medians_ratios_and_goals() -> None:
     assert rows == {"copies.ratio_to_same_device.events": 1.1, "copies.goal_met": True, "latency.event.median_us": 24.0}
 
 
-def test_runner_runs_one_benchmark_for_real(tmp_path: Path) -> None:
-    out_json = tmp_path / "bench.json"
-    png = tmp_path / "ratios.png"
+def _run_bench(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m torch_npu_ipc.bench ARGS`` on two simulated devices; asserts it succeeded."""
     r = subprocess.run(
-        [sys.executable, "-m", "torch_npu_ipc.bench", "--only", "copies", "--json", str(out_json), "--plot", str(png)],
+        [sys.executable, "-m", "torch_npu_ipc.bench", *args],
         env=dict(os.environ, ACLSIM_DEVICES="2"),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         check=False,
     )
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r
+
+
+def test_runner_runs_one_benchmark_for_real(tmp_path: Path) -> None:
+    out_json = tmp_path / "bench.json"
+    png = tmp_path / "ratios.png"
+    r = _run_bench("--only", "copies", "--json", str(out_json), "--plot", str(png))
     assert "=== copies" in r.stdout and "=== summary" in r.stdout
     assert "copies.ratio_to_same_device.events" in r.stdout
     data = json.loads(out_json.read_text())
@@ -43,3 +49,16 @@ def test_runner_runs_one_benchmark_for_real(tmp_path: Path) -> None:
         assert "matplotlib is not installed" in r.stdout and not png.exists()
     else:
         assert png.stat().st_size > 0
+
+
+def test_runner_quick_runs_every_benchmark(tmp_path: Path) -> None:
+    """``--quick`` runs each benchmark's QUICK_ARGS, including one that spawns processes from its own module."""
+    out_json = tmp_path / "bench.json"
+    r = _run_bench("--quick", "--json", str(out_json))
+    assert r.stdout.startswith("--quick: short smoke runs")
+    data = json.loads(out_json.read_text())
+    names = sorted(p.stem for p in bench.BENCH_DIR.glob("*.py") if not p.stem.startswith("_"))
+    assert sorted(data) == names
+    assert not any(isinstance(v, dict) and v.get("error") for v in data.values())
+    assert data["sharing"]["pipeline"]["events"]["tensors_per_s"] > 0
+    assert data["copies"]["iters"] == 20
