@@ -20,7 +20,16 @@ def main(argv: list[str] | None = None) -> int:
         from torch_npu_ipc.bench import main as bench
 
         return bench(args[1:])
-    print(f"usage: python -m torch_npu_ipc [doctor|demo|bench], got {command!r}", file=sys.stderr)
+    usage = (
+        "usage: python -m torch_npu_ipc [doctor | demo [--help] | bench [--help]]\n"
+        "  doctor  what runs where: versions, devices, native features, the path each feature takes\n"
+        "  demo    the seed's flows end to end, ending in [SUCCESS] or [FAILURE]\n"
+        "  bench   every benchmark, with a summary of medians and ratios"
+    )
+    if command in ("-h", "--help", "help"):
+        print(usage)
+        return 0
+    print(f"{usage}\nunknown command {command!r}", file=sys.stderr)
     return 2
 
 

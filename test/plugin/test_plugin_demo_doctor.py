@@ -61,3 +61,13 @@ def test_doctor_reports_the_copy_hook_setting(value: str, expect: str) -> None:
     assert out.returncode == 0, out.stderr
     line = next(x for x in out.stdout.splitlines() if "cross-device copies" in x)
     assert expect in line, line
+
+
+def test_cli_help_and_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from torch_npu_ipc.__main__ import main
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m torch_npu_ipc") and "doctor" in out and "bench" in out
+    assert main(["bogus"]) == 2
+    assert "unknown command 'bogus'" in capsys.readouterr().err
