@@ -372,6 +372,9 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   c10::DeviceIndex target = -1;
   if (ours) {
     target = device->has_index() ? device->index() : current_npu();
+    const c10::DeviceIndex count = c10::impl::getDeviceGuardImpl(kNpu)->deviceCount();
+    TORCH_CHECK(target < count, "to(): npu:", int(target), " does not exist (", int(count),
+                " NPU device(s) visible)");
     auto layout = args[2].toOptional<at::Layout>();
     auto pin = args[4].toOptional<bool>();
     ours = target != self.device().index() && (!layout.has_value() || *layout == at::kStrided) &&

@@ -284,9 +284,17 @@ def test_broadcasting_copy(src_shape: tuple[int, ...], dst_shape: tuple[int, ...
 
 
 def test_not_broadcastable_raises() -> None:
-    """A shape mismatch still raises (torch_npu's kernel reports it)."""
-    with pytest.raises(RuntimeError):
+    """A shape mismatch raises before anything is queued, naming both shapes."""
+    with pytest.raises(RuntimeError, match=r"source's shape \[5\] cannot be broadcast to the destination's shape \[4"):
         torch.zeros(4, device="npu:1").copy_(torch.zeros(5, device="npu:0"))
+
+
+def test_to_missing_device_raises() -> None:
+    """``.to()`` a device that does not exist names it and the count, instead of an ACL error code."""
+    missing = torch.npu.device_count() + 5
+    with pytest.raises(RuntimeError, match=rf"npu:{missing} does not exist \({torch.npu.device_count()} NPU"):
+        torch.zeros(4, device="npu:0").to(f"npu:{missing}")
+    assert torch.equal(torch.ones(4, device="npu:0").to("npu:1").cpu(), torch.ones(4))  # nothing broken
 
 
 def test_empty_and_scalar() -> None:
