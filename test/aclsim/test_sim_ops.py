@@ -110,3 +110,69 @@ def test_unimplemented_op_raises_naming_it() -> None:
     assert "RAISED RuntimeError" in proc.stdout, out
     assert "'Sin'" in proc.stdout, out
     assert "not implemented by the simulator" in proc.stdout, out
+
+
+SUMS = {
+    "all": lambda t: t.sum(),
+    "dim": lambda t: t.sum(1),
+    "dims_keepdim": lambda t: t.sum((0, 2), keepdim=True),
+    "negative_dim": lambda t: t.sum(-1),
+    "dtype_arg": lambda t: t.sum(1, dtype=torch.float64),
+    "non_contiguous": lambda t: t.transpose(0, 2).sum(0),
+    "empty_dim": lambda t: t[:, :0].sum(1),
+    "zero_dim": lambda t: t[0, 0, 0].sum(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SUMS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool], ids=str)
+def test_sum_matches_cpu(case: str, dtype: torch.dtype) -> None:
+    """Tensor.sum (aclnnReduceSum): the CPU's dtype, shape and values."""
+    a = (torch.arange(24) % 7).reshape(2, 3, 4).to(dtype)
+    want = SUMS[case](a)
+    got = SUMS[case](a.to(DEVICE)).cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got, want)
+
+
+def test_reduce_sum_refuses_bad_arguments() -> None:
+    """aclnnReduceSum's first phase refuses an out of the wrong shape or dtype and a dimension out of range."""
+    import ctypes
+
+    import aclsim
+
+    lib = ctypes.CDLL(str(aclsim.lib_dir() / "libopapi.so"))
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    lib.aclCreateTensor.restype = ctypes.c_void_p
+    lib.aclCreateTensor.argtypes = [i64p, ctypes.c_uint64, ctypes.c_int, i64p, ctypes.c_int64, ctypes.c_int]
+    lib.aclCreateTensor.argtypes += [i64p, ctypes.c_uint64, ctypes.c_void_p]
+    lib.aclCreateIntArray.restype = ctypes.c_void_p
+    lib.aclCreateIntArray.argtypes = [i64p, ctypes.c_uint64]
+    lib.aclnnReduceSumGetWorkspaceSize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_bool, ctypes.c_int]
+    lib.aclnnReduceSumGetWorkspaceSize.argtypes += [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
+    lib.aclnnReduceSumGetWorkspaceSize.argtypes += [ctypes.POINTER(ctypes.c_void_p)]
+    float32, int64 = 0, 9  # aclDataType
+    keep = []
+
+    def tensor(t: torch.Tensor, dtype: int) -> int:
+        dims = (ctypes.c_int64 * t.dim())(*t.shape)
+        strides = (ctypes.c_int64 * t.dim())(*t.stride())
+        storage = (ctypes.c_int64 * 1)(t.numel())
+        keep.extend((dims, strides, storage))
+        return lib.aclCreateTensor(dims, t.dim(), dtype, strides, 0, 2, storage, 1, t.data_ptr())
+
+    def status(src: int, dims: list[int], out: int, dtype: int = float32) -> int:
+        arr = (ctypes.c_int64 * len(dims))(*dims)
+        keep.append(arr)
+        ws, ex = ctypes.c_uint64(), ctypes.c_void_p()
+        return lib.aclnnReduceSumGetWorkspaceSize(
+            src, lib.aclCreateIntArray(arr, len(dims)), False, dtype, out, ctypes.byref(ws), ctypes.byref(ex)
+        )
+
+    x = torch.zeros(2, 3, device=DEVICE)
+    good, bad = torch.zeros(3, device=DEVICE), torch.zeros(2, device=DEVICE)
+    src = tensor(x, float32)
+    assert status(src, [0], tensor(good, float32)) == 0
+    assert status(src, [0], tensor(bad, float32)) != 0  # the sum over dim 0 has shape [3]
+    assert status(src, [2], tensor(good, float32)) != 0  # rank 2: dimension 2 is out of range
+    assert status(src, [0], tensor(good, float32), dtype=int64) != 0  # dtype differs from out's

@@ -22,6 +22,7 @@
 //                    aclnnInplaceEqScalar
 //   ops_copy.cpp     aclnnInplaceCopy, aclnnCast
 //   ops_arange.cpp   aclnnArange
+//   ops_reduce.cpp   aclnnReduceSum
 // Dtypes: float32, float16, bfloat16, float64, int8, uint8, int16, int32,
 // int64, bool; anything else is refused with an error naming op and dtype.
 // Semantics follow PyTorch's CPU kernels: inputs are promoted to a common
