@@ -261,7 +261,7 @@ def _warn_if_shared_tensors_alive() -> None:
     if live:
         print(
             f"torch_npu_ipc: warning: this process is exiting while {live} tensor(s) it shared are still held by "
-            "other processes. Their memory belongs to this process: on NPU hardware it is released with it, so "
-            "receivers must not use those tensors any more (see docs/sharing.md).",
+            "other processes or not yet received. Their memory belongs to this process: on NPU hardware it is "
+            "released with it, so receivers must not use those tensors any more (see docs/sharing.md).",
             file=sys.stderr,
         )

@@ -364,3 +364,34 @@ def test_producer_exits_while_receiver_holds(tmp_path: Path) -> None:
     lines = [ln for ln in err.splitlines() if "torch_npu_ipc: warning" in ln]
     assert len(lines) == 1, err
     assert "2 tensor(s)" in lines[0] and "docs/sharing.md" in lines[0], lines[0]
+
+
+FORKED_RECEIVER = """
+import torch_npu_ipc, torch
+import torch.multiprocessing as mp
+
+def consumer(q):
+    q.get()  # rebuilding an NPU tensor initializes the NPU, which a forked child cannot
+
+if __name__ == "__main__":
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    x = torch.ones(8, device="npu:0")
+    p = ctx.Process(target=consumer, args=(q,))
+    p.start()
+    q.put(x)
+    p.join(60)
+    print("child exit code", p.exitcode)
+"""
+
+
+def test_forked_receiver_gets_a_clear_error() -> None:
+    """A ``fork``ed child cannot receive an NPU tensor: torch_npu's error names the fix; the producer warns once."""
+    r = subprocess.run(
+        [sys.executable, "-c", FORKED_RECEIVER], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "child exit code 1" in r.stdout
+    assert "you must use the 'spawn' start method" in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "torch_npu_ipc: warning" in ln]
+    assert len(lines) == 1 and "1 tensor(s)" in lines[0] and "not yet received" in lines[0], lines
