@@ -156,7 +156,8 @@ def pipeline(count: int, work_ms: float) -> bool:
     before = _counters()
     blocked = 0.0
     # Redraw the bar in place on a terminal; in a log, print it at every quarter only.
-    steps = 40 if sys.stdout.isatty() else 4
+    on_terminal = sys.stdout.isatty()
+    steps = 40 if on_terminal else 4
     start = time.perf_counter()
     for i in range(count):
         t = torch.empty(256, device="npu:0")
@@ -168,7 +169,7 @@ def pipeline(count: int, work_ms: float) -> bool:
         if (i + 1) % max(1, count // steps) == 0 or i + 1 == count:
             done = (i + 1) * 40 // count
             bar = f"  (c) [{'#' * done}{'.' * (40 - done)}] {i + 1}/{count}"
-            if steps == 40:
+            if on_terminal:
                 print(f"\r{bar}", end="", flush=True)
             else:
                 print(bar, flush=True)
@@ -176,7 +177,7 @@ def pipeline(count: int, work_ms: float) -> bool:
     elapsed = time.perf_counter() - start
     consumer.join(TIMEOUT)
     after = _counters()
-    if steps == 40:
+    if on_terminal:
         print()  # end the bar's line
     ok = total == count and consumer.exitcode == 0
     stats = torch_npu_ipc.sharing_stats()

@@ -35,6 +35,7 @@
 
 #include <acl/acl.h>
 
+#include <string>
 #include <vector>
 
 #include "dtype.h"
@@ -44,6 +45,9 @@
 #include "tensor.h"
 
 namespace aclsim::opapi {
+
+// "[2, 3]": a shape as error messages print it.
+std::string shape_text(const std::vector<int64_t>& shape);
 
 // The descriptor behind a tensor argument; throws if `t` is null.
 const TensorDesc& tensor_arg(const char* name, const aclTensor* t);

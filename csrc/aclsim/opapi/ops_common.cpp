@@ -7,8 +7,6 @@
 
 namespace aclsim::opapi {
 
-namespace {
-
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -17,6 +15,8 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   }
   return s + "]";
 }
+
+namespace {
 
 // Byte range [lo, hi) touched by a non-empty view.
 struct Extent {

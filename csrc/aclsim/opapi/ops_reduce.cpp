@@ -44,12 +44,6 @@ std::vector<int64_t> reduced_shape(const std::vector<int64_t>& shape, const std:
   return out;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // acc[j] += src[i] for every element i of the contiguous `src` (shape
 // `shape`), j being i's index with the reduced dimensions dropped.
 template <class T>
