@@ -65,12 +65,13 @@ ext = CppExtension(
     sources=sorted(glob.glob("csrc/plugin/*.cpp")),
     include_dirs=[
         str(ROOT / "csrc" / "plugin"),
+        str(ROOT / "csrc" / "acl_abi"),
         str(NPU / "include"),
         str(NPU / "include" / "third_party" / "acl" / "inc"),
     ],
     library_dirs=[str(NPU / "lib")],
     libraries=["torch_npu"],
-    extra_compile_args=["-std=c++17", "-O2", "-Wall", "-Wno-unused-parameter"],
+    extra_compile_args=["-std=c++17", "-O2", "-Wall", "-Wno-unused-parameter", *build_aclsim.acl_abi_defines()],
     extra_link_args=[f"-Wl,-rpath,{NPU / 'lib'}", "-ldl"],
 )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "csrc" / "aclsim"
+ACL_ABI = ROOT / "csrc" / "acl_abi"  # the ABI header aclsim and the plugin share
 
 # soname -> (source directory or file list, libraries it links against)
 LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
@@ -52,15 +54,40 @@ CXXFLAGS = [
 
 
 def acl_include_dir() -> Path:
-    """Return the directory holding ``acl/acl.h`` from the installed torch_npu wheel."""
+    """Return the directory holding ``acl/acl.h`` from the installed torch_npu wheel.
+
+    torch_npu 2.13 ships it under ``include/``; older wheels (2.7.1) under
+    ``include/third_party/acl/inc/``.
+    """
     spec = importlib.util.find_spec("torch_npu")
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("aclsim build: torch_npu is not installed (pip install torch-npu==2.13.0)")
     for loc in spec.submodule_search_locations:
-        inc = Path(loc) / "include"
-        if (inc / "acl" / "acl.h").is_file():
-            return inc
+        for inc in (Path(loc) / "include", Path(loc) / "include" / "third_party" / "acl" / "inc"):
+            if (inc / "acl" / "acl.h").is_file():
+                return inc
     raise SystemExit("aclsim build: this torch_npu wheel ships no acl/acl.h")
+
+
+# Types and enumerators of CANN's ABI that csrc/acl_abi/acl_abi.h declares
+# when the installed ACL headers lack them (macros it tests itself).
+ACL_ABI_NAMES = (
+    "aclrtIpcEventHandle",
+    "ACL_MEMCPY_INTER_DEVICE_TO_DEVICE",
+    "ACL_MEM_LOCATION_TYPE_UNREGISTERED",
+    "aclrtPtrAttributes",
+    "aclrtHostFunc",
+    "aclrtBinHandle",
+    "aclrtFuncHandle",
+    "aclrtBinaryLoadOptions",
+)
+
+
+def acl_abi_defines(include_dir: Path | None = None) -> list[str]:
+    """Compiler flags ``-DACL_ABI_LACKS_<name>`` for each name the ACL headers do not declare."""
+    acl = (include_dir or acl_include_dir()) / "acl"
+    text = "\n".join(h.read_text(errors="replace") for h in sorted(acl.rglob("*.h")))
+    return [f"-DACL_ABI_LACKS_{name}" for name in ACL_ABI_NAMES if re.search(rf"\b{name}\b", text) is None]
 
 
 def sources(patterns: list[str]) -> list[Path]:
@@ -74,7 +101,7 @@ def write_ninja(build_dir: Path, out_dir: Path, cxx: str) -> Path:
     inc = acl_include_dir()
     lines = [
         f"cxx = {cxx}",
-        f"cxxflags = {' '.join(CXXFLAGS)} -I{SRC / 'include'} -I{inc}",
+        f"cxxflags = {' '.join(CXXFLAGS + acl_abi_defines(inc))} -I{SRC / 'include'} -I{ACL_ABI} -I{inc}",
         "rule cxx",
         "  command = $cxx -MMD -MF $out.d $cxxflags -c $in -o $out",
         "  depfile = $out.d",

@@ -88,7 +88,10 @@ def status() -> dict[str, Any]:
         ``ASCEND_LAUNCH_BLOCKING=1`` or a synchronously launched current
         stream, where they are issued from the calling thread),
         ``fallback_reason`` (why events cannot be used here, ``""`` when they
-        can), ``env`` (the value of ``TORCH_NPU_IPC_COPIES``) and the
+        can), ``dispatch_key`` (where the hook registers: ``"PrivateUse1"``,
+        replacing torch_npu's kernels, on torch >= 2.9; ``"BackendSelect"``,
+        just above every backend, on older torch, which cannot call a kernel
+        it shadows), ``env`` (the value of ``TORCH_NPU_IPC_COPIES``) and the
         counters ``event_copies``, ``sync_copies``, ``delegated`` (calls
         handed to torch_npu's kernel), ``signal_wait_ns`` (time torch_npu's
         queue threads spent, inside event-barrier copies, waiting for the
@@ -111,6 +114,7 @@ def status() -> dict[str, Any]:
         "path": path,
         "queued": bool(_C._copies_queued()),
         "fallback_reason": reason,
+        "dispatch_key": _C._copies_dispatch_key(),
         "env": os.environ.get(ENV_VAR, ""),
         **_C._copies_stats(),
     }

@@ -78,8 +78,9 @@ def _describe_copies(st: dict[str, Any]) -> str:
     """One line for the copy hook: on/off, the path copies take and why."""
     if not st["enabled"]:
         return "torch_npu's own (hook off: copies.disable() or TORCH_NPU_IPC_COPIES=0)"
+    key = st["dispatch_key"]
     if st["path"] == "events":
         how = "queued behind torch_npu's tasks" if st["queued"] else "issued from the calling thread"
-        return f"plugin, two-way event barrier, {how} (hook on; TORCH_NPU_IPC_COPIES=0 turns it off)"
+        return f"plugin, two-way event barrier, {how} (hook on at {key}; TORCH_NPU_IPC_COPIES=0 turns it off)"
     why = st["fallback_reason"] or "TORCH_NPU_IPC_COPIES=sync"
-    return f"plugin, stream synchronize (hook on; events not used: {why})"
+    return f"plugin, stream synchronize (hook on at {key}; events not used: {why})"

@@ -6,7 +6,7 @@
 // itself unsupported. No torch_npu private symbol is used.
 #pragma once
 
-#include <acl/acl.h>
+#include "acl_abi.h"
 
 #include <string>
 

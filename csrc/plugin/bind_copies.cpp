@@ -17,7 +17,9 @@ CopyMode mode_of(bool synchronize) { return synchronize ? CopyMode::kSynchronize
 void bind_copies(py::module_& m) {
   m.def(
       "_copies_enable", [](bool synchronize) { copies_enable(mode_of(synchronize)); }, py::arg("synchronize") = false,
-      "Hook the event-barrier cross-device copy into aten::copy_ / aten::_to_copy (PrivateUse1).");
+      "Hook the event-barrier cross-device copy into aten::copy_ / aten::_to_copy.");
+  m.def("_copies_dispatch_key", &copies_dispatch_key,
+        "The dispatch key the hook registers at: PrivateUse1 (torch >= 2.9) or BackendSelect (older torch).");
   m.def("_copies_disable", &copies_disable, "Remove the hook: torch_npu's own copy kernels run again.");
   m.def("_copies_enabled", &copies_enabled);
   m.def("_copies_mode",

@@ -6,6 +6,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <array>
 #include <atomic>
@@ -32,11 +33,44 @@ constexpr int kMaxDevices = 64;
 
 // ------------------------------------------------------------------ state
 
+// Where the hook sits in the dispatcher, and how it hands a call on to
+// torch_npu's own kernel (see copy_barrier.h).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+// torch >= 2.9 can capture the kernel a registration shadows
+// (OperatorHandle::getComputedKernelForDispatchKey): the hook replaces
+// torch_npu's PrivateUse1 kernels and calls the captured ones.
+constexpr c10::DispatchKey kHookKey = c10::DispatchKey::PrivateUse1;
+
+class Native {
+ public:
+  explicit Native(const c10::OperatorHandle& op) : kernel_(op.getComputedKernelForDispatchKey(kHookKey)) {}
+  void call(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) const {
+    kernel_.callBoxed(op, ks, stack);
+  }
+
+ private:
+  c10::SafeKernelFunction kernel_;
+};
+#else
+// Older torch cannot: the hook sits at BackendSelect, which every call of
+// these operators passes on its way from autograd to the backend, and hands
+// a call on by redispatching below it, to whatever kernel the tensors'
+// backend has (torch_npu's for NPU tensors). Copies of other devices pass
+// through the hook too, at the cost of one boxed call.
+constexpr c10::DispatchKey kHookKey = c10::DispatchKey::BackendSelect;
+
+class Native {
+ public:
+  explicit Native(const c10::OperatorHandle& /*op*/) {}
+  void call(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) const {
+    op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kHookKey), stack);
+  }
+};
+#endif
+
 struct Natives {
-  c10::OperatorHandle copy_op;
-  c10::SafeKernelFunction copy;
-  c10::OperatorHandle to_copy_op;
-  c10::SafeKernelFunction to_copy;
+  Native copy;
+  Native to_copy;
 };
 
 struct Hook {
@@ -336,10 +370,9 @@ CopyMode current_mode() { return static_cast<CopyMode>(hook().mode.load(std::mem
 
 c10::DeviceIndex current_npu() { return c10::impl::getDeviceGuardImpl(kNpu)->getDevice().index(); }
 
-void delegate(const c10::SafeKernelFunction& fn, const c10::OperatorHandle& op, c10::DispatchKeySet ks,
-              torch::jit::Stack* stack) {
+void delegate(const Native& native, const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   stats().delegated.fetch_add(1, std::memory_order_relaxed);
-  fn.callBoxed(op, ks, stack);
+  native.call(op, ks, stack);
 }
 
 // aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
@@ -474,19 +507,16 @@ void copies_enable(CopyMode mode) {
                   to_copy_op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1),
               "torch_npu registered no PrivateUse1 kernel for aten::copy_ / aten::_to_copy; "
               "cross-device copies cannot be hooked");
-  // torch_npu's kernels, captured before ours shadow them.
-  std::atomic_store(&h.natives, std::shared_ptr<const Natives>(std::make_shared<Natives>(
-                                    Natives{copy_op, copy_op.getComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1),
-                                            to_copy_op,
-                                            to_copy_op.getComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1)})));
+  // How to reach torch_npu's kernels once ours shadow them (captured now, where torch can).
+  std::atomic_store(&h.natives, std::shared_ptr<const Natives>(
+                                    std::make_shared<Natives>(Natives{Native(copy_op), Native(to_copy_op)})));
   // The dispatcher warns when a kernel shadows another one; here that is
   // the point, so keep the warning out of the user's log.
   struct Quiet : c10::WarningHandler {
     void process(const c10::Warning&) override {}
   } quiet;
   c10::WarningUtils::WarningHandlerGuard guard(&quiet);
-  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
-                                              __LINE__);
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", kHookKey, __FILE__, __LINE__);
   lib->impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copy_kernel>());
   lib->impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&to_copy_kernel>());
   h.lib = std::move(lib);
@@ -505,6 +535,8 @@ bool copies_enabled() {
 }
 
 CopyMode copies_mode() { return current_mode(); }
+
+std::string copies_dispatch_key() { return c10::toString(kHookKey); }
 
 std::string copies_event_unsupported_reason(c10::DeviceIndex device) {
   const std::string& probed = ipc_events_unsupported_reason(device);

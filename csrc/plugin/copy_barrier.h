@@ -54,6 +54,9 @@ void copies_enable(CopyMode mode);
 void copies_disable();
 bool copies_enabled();
 CopyMode copies_mode();
+// The dispatch key the hook registers at: "PrivateUse1" (torch >= 2.9, which
+// can capture the kernel it shadows) or "BackendSelect" (older torch).
+std::string copies_dispatch_key();
 
 // Why the event barrier cannot be used in this process ("" when it can).
 // Probed lazily; forces the synchronize path when non-empty.

@@ -11,7 +11,7 @@
 //    Reusing one is safe: a wait binds to the record current when issued.
 #pragma once
 
-#include <acl/acl.h>
+#include "acl_abi.h"
 #include <c10/core/Device.h>
 
 #include <chrono>

@@ -11,7 +11,7 @@
 // The plugin never creates or destroys a foreign stream.
 #pragma once
 
-#include <acl/acl.h>
+#include "acl_abi.h"
 #include <c10/core/Device.h>
 
 #include <string>

@@ -7,7 +7,7 @@
 // launches after.
 #pragma once
 
-#include <acl/acl.h>
+#include "acl_abi.h"
 #include <c10/core/Device.h>
 
 #include <memory>

@@ -10,7 +10,7 @@
 // older ones are closed when their last storage is gone.
 #pragma once
 
-#include <acl/acl.h>
+#include "acl_abi.h"
 #include <c10/core/Device.h>
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 // queue handed every earlier task of that stream to the runtime.
 #pragma once
 
-#include <acl/acl.h>
+#include "acl_abi.h"
 #include <c10/core/Stream.h>
 
 #include "torch_npu/csrc/core/npu/NPUStream.h"

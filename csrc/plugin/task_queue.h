@@ -29,7 +29,7 @@
 // for a call not yet enqueued.
 #pragma once
 
-#include <acl/acl.h>
+#include "acl_abi.h"
 #include <c10/core/Device.h>
 
 #include <chrono>

@@ -7,7 +7,7 @@
 // (<acl/acl.h>, the copy shipped inside the torch_npu wheel).
 #pragma once
 
-#include <acl/acl.h>
+#include "acl_abi.h"
 
 #include <chrono>
 #include <cstddef>
