@@ -20,6 +20,27 @@ def soak() -> bool:
     return os.environ.get("TORCH_NPU_IPC_SOAK") == "1"
 
 
+def native_event_ipc() -> bool:
+    """True when the installed torch_npu has event IPC of its own (2.7.1.post4 and later)."""
+    import torch_npu
+
+    return hasattr(torch_npu.npu.Event, "ipc_handle")
+
+
+def native_external_stream() -> bool:
+    """True when the installed torch_npu has a Python ``ExternalStream`` of its own."""
+    import torch_npu
+
+    return hasattr(torch_npu.npu, "ExternalStream")
+
+
+def torch_npu_version() -> str:
+    """The installed torch_npu's version, for skip reasons."""
+    import torch_npu
+
+    return str(getattr(torch_npu, "__version__", "?"))
+
+
 def task_queue_on() -> bool:
     """True when torch_npu queues work (``TASK_QUEUE_ENABLE`` 1 or 2, its default, and no launch blocking)."""
     return os.environ.get("TASK_QUEUE_ENABLE", "1") != "0" and os.environ.get("ASCEND_LAUNCH_BLOCKING") != "1"

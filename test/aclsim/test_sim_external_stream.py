@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch_npu  # noqa: F401  (registers the npu device)
-from helpers import on_device_thread
+from helpers import native_external_stream, on_device_thread, torch_npu_version
 from simacl import requires_aclsim
 
 import aclsim
@@ -66,6 +66,9 @@ def destroy_raw_stream(ptr: int, device: int) -> None:
 
 
 @pytest.mark.skipif(PER_STREAM_QUEUE_ON, reason="torch_npu refuses external streams with PER_STREAM_QUEUE on")
+@pytest.mark.skipif(
+    not native_external_stream(), reason=f"torch_npu {torch_npu_version()} has no ExternalStream to run on aclsim"
+)
 @pytest.mark.parametrize("device", [0, 1])
 def test_external_stream_runs_ops(device: int) -> None:
     """ExternalStream(ptr) constructs, becomes current under `with`, and its ops run on the raw stream."""

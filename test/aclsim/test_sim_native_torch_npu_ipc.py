@@ -20,12 +20,17 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 import torch_npu  # noqa: F401  (registers the npu device)
-from helpers import run_processes
+from helpers import native_event_ipc, run_processes, torch_npu_version
 from simacl import requires_aclsim
 
 import aclsim
 
-pytestmark = requires_aclsim
+pytestmark = [
+    requires_aclsim,
+    pytest.mark.skipif(
+        not native_event_ipc(), reason=f"torch_npu {torch_npu_version()} has no event IPC of its own to run on aclsim"
+    ),
+]
 
 WORK = 0.3
 SLACK = 0.01

@@ -30,6 +30,8 @@ requires_aclsim = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is n
 
 # Set (to "1") in the environment of workers that must run without torch_npu's native event IPC.
 NO_NATIVE_ENV = "TORCH_NPU_IPC_TEST_NO_NATIVE_EVENT_IPC"
+# Whether this torch_npu has event IPC of its own (2.7.1 has not): read before anything is disabled.
+NATIVE_EVENT_IPC = hasattr(torch_npu.npu.Event, "ipc_handle")
 
 # Simulated device work that the consumer must be seen to wait for, and the clock slack allowed.
 # Generous, so that a loaded machine still delivers each message well within it.
@@ -71,6 +73,11 @@ def disable_native_event_ipc() -> None:
     ForkingPickler._extra_reducers[torch_npu.npu.Event] = _refuse
 
 
+def native_ways_usable() -> bool:
+    """True when torch_npu's own event IPC exists here and is not disabled: interop can be tested."""
+    return NATIVE_EVENT_IPC and not native_disabled()
+
+
 def native_disabled() -> bool:
     """True when this process runs with torch_npu's native event IPC disabled."""
     return os.environ.get(NO_NATIVE_ENV) == "1"
@@ -85,7 +92,10 @@ def check_native_state() -> None:
         lambda: torch_npu._C._NPUEventBase.from_ipc_handle(0, bytes(64)),
     ]
     for probe in probes:
-        if native_disabled():
+        if not NATIVE_EVENT_IPC:  # nothing to disable: the entry points do not exist
+            with pytest.raises(AttributeError):
+                probe()
+        elif native_disabled():
             with pytest.raises(NativeEventIpcDisabled):
                 probe()
         else:
@@ -98,7 +108,7 @@ def check_native_state() -> None:
 
 
 # A worker module imports this first: disable before any argument is rebuilt.
-if native_disabled():
+if native_disabled() and NATIVE_EVENT_IPC:
     disable_native_event_ipc()
 
 
