@@ -1,15 +1,17 @@
 # Quick start (see README.md):
 #   make demo    installs everything into .venv, builds, runs the demo (on aclsim without an NPU)
 #   make test    runs the test suite
-# Other targets: install, bench, doctor, lint, sdist, clean.
+# Other targets: install, bench, doctor, lint, sdist, clean, compat (TORCH_NPU=2.7.1: builds and tests
+# against another torch_npu release in build/compat-VERSION/, about 5 GB of downloads).
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+TORCH_NPU ?= 2.7.1
 
-.PHONY: demo test install bench doctor lint sdist clean
+.PHONY: demo test install bench doctor lint sdist clean compat
 
 demo: install
 	ACLSIM_DEVICES=$${ACLSIM_DEVICES:-4} $(PY) -m torch_npu_ipc.demo
@@ -42,3 +44,6 @@ sdist: install
 
 clean:
 	rm -rf build dist *.egg-info aclsim/lib torch_npu_ipc/*.so
+
+compat:
+	$(PYTHON) tools/compat.py $(TORCH_NPU) -- $(PYTEST_ARGS)

@@ -64,11 +64,13 @@ def copy_tree(dest: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else argv
+    pytest_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Arguments after -- go to pytest.")
     parser.add_argument("torch_npu", help="torch_npu release to test against, e.g. 2.7.1")
     parser.add_argument("--keep-venv", action="store_true", help="reuse build/compat-VERSION/venv if it exists")
-    parser.add_argument("pytest_args", nargs="*", help="arguments for pytest (after --)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(own)
 
     base = ROOT / "build" / f"compat-{args.torch_npu}"
     venv, src = base / "venv", base / "src"
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(src)], env=env)
     run([str(py), "-m", "torch_npu_ipc", "doctor"], cwd=src, env=env)
     run([str(py), "-m", "torch_npu_ipc.demo"], cwd=src, env=env)
-    run([str(py), "-m", "pytest", "test", "-q", *args.pytest_args], cwd=src, env=env)
+    run([str(py), "-m", "pytest", "test", "-q", *pytest_args], cwd=src, env=env)
     return 0
 
 

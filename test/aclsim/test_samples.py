@@ -42,7 +42,10 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     if shutil.which(os.environ.get("CXX", "g++")) is None:
         pytest.skip("no C++ compiler")
     builder = _load_builder()
-    return builder.build(tmp_path_factory.mktemp("samples"))
+    try:
+        return builder.build(tmp_path_factory.mktemp("samples"))
+    except builder.HeadersTooOld as e:  # torch_npu 2.7.1's headers: the samples need CANN 8.x's
+        pytest.skip(str(e))
 
 
 def _run(args: list[str], devices: int, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -25,18 +25,35 @@ DEFAULT_OUT = SAMPLES_DIR.parents[2] / "build" / "samples"
 COMPILE_TIMEOUT_S = 300
 
 
+class HeadersTooOld(RuntimeError):
+    """The ACL headers found declare no IPC event API (an older torch_npu wheel's copy)."""
+
+
 def acl_include_dir() -> Path:
-    """Return the directory holding ``acl/acl.h`` (torch_npu's copy), without importing torch_npu."""
+    """Return the directory holding ``acl/acl.h`` (torch_npu's copy), without importing torch_npu.
+
+    torch_npu 2.13 ships it under ``include/``, older wheels under
+    ``include/third_party/acl/inc/``. Raises :class:`HeadersTooOld` when
+    those headers lack the IPC event API the samples call (torch_npu
+    2.7.1's): the samples are plain CANN code, written against CANN 8.x
+    headers, so point ACL_INCLUDE_DIR at such headers instead.
+    """
     env = os.environ.get("ACL_INCLUDE_DIR")
     if env:
         return Path(env)
     spec = importlib.util.find_spec("torch_npu")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("torch_npu is not installed; set ACL_INCLUDE_DIR to a directory holding acl/acl.h")
-    inc = Path(next(iter(spec.submodule_search_locations))) / "include"
-    if not (inc / "acl" / "acl.h").is_file():
-        raise RuntimeError(f"no acl/acl.h under {inc}")
-    return inc
+    root = Path(next(iter(spec.submodule_search_locations))) / "include"
+    for inc in (root, root / "third_party" / "acl" / "inc"):
+        if (inc / "acl" / "acl.h").is_file():
+            if "aclrtIpcGetEventHandle" not in (inc / "acl" / "acl_rt.h").read_text(errors="replace"):
+                raise HeadersTooOld(
+                    f"the ACL headers in {inc} declare no IPC event API (aclrtIpcGetEventHandle); "
+                    "set ACL_INCLUDE_DIR to CANN 8.x headers"
+                )
+            return inc
+    raise RuntimeError(f"no acl/acl.h under {root}")
 
 
 def default_acl_lib_dir() -> Path:
