@@ -57,14 +57,27 @@ class Native {
 // a call on by redispatching below it, to whatever kernel the tensors'
 // backend has (torch_npu's for NPU tensors). Copies of other devices pass
 // through the hook too, at the cost of one boxed call.
+//
+// aten::_to_copy has a BackendSelect kernel of torch's own, which the hook
+// shadows: its choice (the backend of the target dtype/layout/device joins
+// the tensor's keys) is made again here before redispatching.
 constexpr c10::DispatchKey kHookKey = c10::DispatchKey::BackendSelect;
 
 class Native {
  public:
-  explicit Native(const c10::OperatorHandle& /*op*/) {}
+  explicit Native(const c10::OperatorHandle& op) : selects_backend_(op.operator_name().name == "aten::_to_copy") {}
   void call(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) const {
-    op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kHookKey), stack);
+    const c10::DispatchKeySet below(c10::DispatchKeySet::FULL_AFTER, kHookKey);
+    if (!selects_backend_) return op.redispatchBoxed(ks & below, stack);
+    // _to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device, ...): 7 arguments.
+    auto args = torch::jit::last(*stack, 7);
+    const c10::DispatchKeySet target(c10::computeDispatchKey(
+        args[1].toOptional<at::ScalarType>(), args[2].toOptional<at::Layout>(), args[3].toOptional<at::Device>()));
+    op.redispatchBoxed(c10::impl::computeDispatchKeySet(target | args[0].toTensor().key_set(), below), stack);
   }
+
+ private:
+  bool selects_backend_;
 };
 #endif
 
@@ -507,6 +520,12 @@ void copies_enable(CopyMode mode) {
                   to_copy_op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1),
               "torch_npu registered no PrivateUse1 kernel for aten::copy_ / aten::_to_copy; "
               "cross-device copies cannot be hooked");
+  // At BackendSelect the hook redispatches below that key and does what
+  // torch's own BackendSelect kernel of _to_copy does (see Native); any
+  // other kernel there would be skipped, so refuse instead.
+  TORCH_CHECK(kHookKey != c10::DispatchKey::BackendSelect || !copy_op.hasKernelForDispatchKey(kHookKey),
+              "another library registered a BackendSelect kernel for aten::copy_; on this torch (before 2.9) the copy "
+              "hook would bypass it, so it is not installed: set TORCH_NPU_IPC_COPIES=0");
   // How to reach torch_npu's kernels once ours shadow them (captured now, where torch can).
   std::atomic_store(&h.natives, std::shared_ptr<const Natives>(
                                     std::make_shared<Natives>(Natives{Native(copy_op), Native(to_copy_op)})));
