@@ -16,11 +16,13 @@
 // back to synchronizing the two streams from the host.
 //
 // The copy is hooked into the dispatcher by registering boxed kernels for
-// aten::copy_ and aten::_to_copy under the PrivateUse1 key (a torch::Library
-// owned by this module). Every call that is not an NPU -> other-NPU copy is
-// handed to the kernel torch_npu had registered, captured before ours was
-// installed (c10::SafeKernelFunction). Disabling destroys the Library, which
-// restores torch_npu's kernels in the dispatcher.
+// aten::copy_ and aten::_to_copy (a torch::Library owned by this module).
+// On torch >= 2.9 they sit under the PrivateUse1 key, and every call that is
+// not an NPU -> other-NPU copy is handed to the kernel torch_npu had
+// registered, captured before ours was installed (c10::SafeKernelFunction).
+// Older torch cannot capture it: there they sit under BackendSelect and hand
+// a call on by redispatching below that key. Disabling destroys the Library,
+// which restores the dispatcher's previous kernels.
 #pragma once
 
 #include <ATen/ATen.h>
