@@ -66,8 +66,7 @@ ext = CppExtension(
     include_dirs=[
         str(ROOT / "csrc" / "plugin"),
         str(ROOT / "csrc" / "acl_abi"),
-        str(NPU / "include"),
-        str(NPU / "include" / "third_party" / "acl" / "inc"),
+        *dict.fromkeys([str(NPU / "include"), str(build_aclsim.acl_include_dir())]),
     ],
     library_dirs=[str(NPU / "lib")],
     libraries=["torch_npu"],

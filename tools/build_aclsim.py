@@ -53,20 +53,30 @@ CXXFLAGS = [
 ]
 
 
-def acl_include_dir() -> Path:
-    """Return the directory holding ``acl/acl.h`` from the installed torch_npu wheel.
+def find_acl_include_dir() -> Path | None:
+    """Return the directory holding ``acl/acl.h`` in the installed torch_npu wheel, or None.
 
     torch_npu 2.13 ships it under ``include/``; older wheels (2.7.1) under
-    ``include/third_party/acl/inc/``.
+    ``include/third_party/acl/inc/``. None when torch_npu is not installed or
+    ships no ``acl/acl.h``. Does not import torch_npu (which cannot load before
+    aclsim is built).
     """
     spec = importlib.util.find_spec("torch_npu")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("aclsim build: torch_npu is not installed (pip install torch-npu==2.13.0)")
-    for loc in spec.submodule_search_locations:
+    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
         for inc in (Path(loc) / "include", Path(loc) / "include" / "third_party" / "acl" / "inc"):
             if (inc / "acl" / "acl.h").is_file():
                 return inc
-    raise SystemExit("aclsim build: this torch_npu wheel ships no acl/acl.h")
+    return None
+
+
+def acl_include_dir() -> Path:
+    """Like :func:`find_acl_include_dir`, but stops the build with a message naming the fix."""
+    inc = find_acl_include_dir()
+    if inc is None:
+        if importlib.util.find_spec("torch_npu") is None:
+            raise SystemExit("aclsim build: torch_npu is not installed (pip install torch-npu==2.13.0)")
+        raise SystemExit("aclsim build: this torch_npu wheel ships no acl/acl.h")
+    return inc
 
 
 # Types and enumerators of CANN's ABI that csrc/acl_abi/acl_abi.h declares

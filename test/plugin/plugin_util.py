@@ -22,6 +22,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 import torch_npu
+from helpers import native_event_ipc
 
 import aclsim
 
@@ -31,7 +32,7 @@ requires_aclsim = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is n
 # Set (to "1") in the environment of workers that must run without torch_npu's native event IPC.
 NO_NATIVE_ENV = "TORCH_NPU_IPC_TEST_NO_NATIVE_EVENT_IPC"
 # Whether this torch_npu has event IPC of its own (2.7.1 has not): read before anything is disabled.
-NATIVE_EVENT_IPC = hasattr(torch_npu.npu.Event, "ipc_handle")
+NATIVE_EVENT_IPC = native_event_ipc()
 
 # Simulated device work that the consumer must be seen to wait for, and the clock slack allowed.
 # Generous, so that a loaded machine still delivers each message well within it.

@@ -399,6 +399,30 @@ def test_ops_run_on_the_stream_ordered_with_foreign_work(impl: str, raw: int, ot
     assert floats(z) == expect
 
 
+@requires_aclsim
+def test_fence_orders_torch_after_foreign_work_queued_later(impl: str, raw: int, other: OtherLib) -> None:
+    """Foreign work queued after construction: fence(), then torch reads its result on ext.
+
+    On the proxy path only the fence orders the proxy after that work (the
+    docs' interop example hands over this way); on the native path queue
+    order does too. Slow foreign work makes a missing wait visible.
+    """
+    n = 16
+    src = other.device_buffer(0, torch.arange(n, dtype=torch.float32).add(7).numpy().tobytes())
+    x = torch.zeros(n, device="npu:0")
+    ext = torch_npu_ipc.ExternalStream(raw)
+    torch.npu.synchronize()
+    aclsim.sleep(raw, WORK)  # the other library's slow work, after construction
+    other.copy_async(x.data_ptr(), src, n * 4, D2D, raw)
+    t = time.monotonic()
+    ext.fence()
+    with torch.npu.stream(ext):
+        y = x * 3
+    assert time.monotonic() - t < WORK / 2, "fence() or the launch blocked the host"
+    ext.synchronize()
+    assert floats(y) == [(7.0 + i) * 3 for i in range(n)]
+
+
 def test_set_stream_runs_ops_on_it(impl: str, raw: int) -> None:
     ext = torch_npu_ipc.ExternalStream(raw)
     x = made(torch.ones(4, device="npu:0"))

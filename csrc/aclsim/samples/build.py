@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 SAMPLES_DIR = Path(__file__).resolve().parent
 SAMPLES = ("ipc_event_handshake", "ipc_event_multi_device")
@@ -41,29 +42,30 @@ def acl_include_dir() -> Path:
     env = os.environ.get("ACL_INCLUDE_DIR")
     if env:
         return Path(env)
-    spec = importlib.util.find_spec("torch_npu")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("torch_npu is not installed; set ACL_INCLUDE_DIR to a directory holding acl/acl.h")
-    root = Path(next(iter(spec.submodule_search_locations))) / "include"
-    for inc in (root, root / "third_party" / "acl" / "inc"):
-        if (inc / "acl" / "acl.h").is_file():
-            if "aclrtIpcGetEventHandle" not in (inc / "acl" / "acl_rt.h").read_text(errors="replace"):
-                raise HeadersTooOld(
-                    f"the ACL headers in {inc} declare no IPC event API (aclrtIpcGetEventHandle); "
-                    "set ACL_INCLUDE_DIR to CANN 8.x headers"
-                )
-            return inc
-    raise RuntimeError(f"no acl/acl.h under {root}")
+    inc = _repo_module("tools", "build_aclsim").find_acl_include_dir()
+    if inc is None:
+        raise RuntimeError("no acl/acl.h in an installed torch_npu; set ACL_INCLUDE_DIR to a directory holding it")
+    if "aclrtIpcGetEventHandle" not in (inc / "acl" / "acl_rt.h").read_text(errors="replace"):
+        raise HeadersTooOld(
+            f"the ACL headers in {inc} declare no IPC event API (aclrtIpcGetEventHandle); "
+            "set ACL_INCLUDE_DIR to CANN 8.x headers"
+        )
+    return inc
+
+
+def _repo_module(subdir: str, name: str) -> Any:
+    """Import ``name`` from ``subdir`` of the repository (``""`` for its root)."""
+    path = str(SAMPLES_DIR.parents[2] / subdir)
+    sys.path.insert(0, path)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(path)
 
 
 def default_acl_lib_dir() -> Path:
     """Return aclsim's library directory (where ``libascendcl.so`` is)."""
-    sys.path.insert(0, str(SAMPLES_DIR.parents[2]))
-    try:
-        import aclsim
-    finally:
-        sys.path.pop(0)
-    return aclsim.lib_dir()
+    return _repo_module("", "aclsim").lib_dir()
 
 
 def _up_to_date(binary: Path, inputs: list[Path]) -> bool:
