@@ -19,7 +19,7 @@ import pytest
 
 import aclsim
 
-pytestmark = pytest.mark.samples
+pytestmark = [pytest.mark.samples, pytest.mark.mode_independent]
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = REPO / "csrc" / "aclsim" / "samples"

@@ -13,11 +13,12 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from simacl import requires_aclsim
 
 import aclsim
 
-pytestmark = requires_aclsim
+pytestmark = [requires_aclsim, pytest.mark.mode_independent]
 
 ALLOWED_WARNINGS = ("require processing for 32 padding size",)
 

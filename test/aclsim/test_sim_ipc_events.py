@@ -33,7 +33,7 @@ from simacl import (
 
 import aclsim
 
-pytestmark = requires_aclsim
+pytestmark = [requires_aclsim, pytest.mark.mode_independent]
 
 # aclsim's stream-sync timeout code (ACL_ERROR_RT_STREAM_SYNC_TIMEOUT): a
 # dead recorder must be reported as such, not as a timeout.

@@ -10,6 +10,7 @@ import ctypes
 import os
 from typing import Any
 
+import pytest
 from simacl import (
     IPC_EXPORT_DISABLE_PID_VALIDATION,
     IPC_IMPORT_ENABLE_PEER_ACCESS,
@@ -23,7 +24,7 @@ from simacl import (
 
 import aclsim
 
-pytestmark = requires_aclsim
+pytestmark = [requires_aclsim, pytest.mark.mode_independent]
 
 SIZE = 2 << 20
 PATTERN = bytes(range(256)) * 16  # 4 KiB

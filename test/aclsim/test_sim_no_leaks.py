@@ -19,9 +19,10 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from simacl import ACL_EVENT_IPC, Acl, new_shm_entries, now, requires_aclsim, run, shm_entries, spawn_context
 
-pytestmark = requires_aclsim
+pytestmark = [requires_aclsim, pytest.mark.mode_independent]
 
 
 def broker_names() -> set[str]:

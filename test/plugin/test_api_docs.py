@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import gen_api_docs  # noqa: E402
+
+pytestmark = pytest.mark.mode_independent
 
 
 def test_api_reference_is_current() -> None:

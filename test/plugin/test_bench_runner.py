@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from torch_npu_ipc import bench
+
+pytestmark = pytest.mark.mode_independent
 
 
 def test_summary_picks_medians_ratios_and_goals() -> None:

@@ -8,6 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.mode_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -21,7 +21,10 @@ import pytest
 
 import aclsim
 
-pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)")
+pytestmark = [
+    pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)"),
+    pytest.mark.mode_independent,
+]
 
 JOB = Path(__file__).with_name("pidns_job.py")
 ROUNDS = 20

@@ -7,6 +7,10 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.mode_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("csrc", "docs", "tools", "aclsim", "torch_npu_ipc", "test", "bench")
 
