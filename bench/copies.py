@@ -73,21 +73,22 @@ def _same(t: torch.Tensor) -> torch.Tensor:
     return t.clone()
 
 
-_DST: list[torch.Tensor] = []  # the tensor on npu:1 that ``_dst_clone`` copies (made in main)
+Cases = dict[str, tuple[bool | None, Op]]
 
 
-def _dst_clone(t: torch.Tensor) -> torch.Tensor:
-    return _DST[0].clone()
+def _cases(dst: torch.Tensor) -> Cases:
+    """Label -> (hook state: None = off, False = events, True = synchronize; the op).
 
+    ``dst`` is the tensor on npu:1 that the ``dst_clone`` case copies.
+    """
+    return {
+        "same_device": (False, _same),
+        "dst_clone": (False, lambda _t: dst.clone()),
+        "events": (False, _cross),
+        "synchronize": (True, _cross),
+        "torch_npu": (None, _cross),
+    }
 
-# label -> (hook state: None = off, False = events, True = synchronize; the op)
-CASES: dict[str, tuple[bool | None, Op]] = {
-    "same_device": (False, _same),
-    "dst_clone": (False, _dst_clone),
-    "events": (False, _cross),
-    "synchronize": (True, _cross),
-    "torch_npu": (None, _cross),
-}
 
 LABELS = {
     "same_device": "same-device copy (clone)",
@@ -126,15 +127,15 @@ def _one(op: Op, x: torch.Tensor, pending: float | None) -> tuple[float, int]:
     return elapsed, syncs
 
 
-def _regime(x: torch.Tensor, iters: int, pending: float | None) -> dict[str, Any]:
-    times: dict[str, list[float]] = {k: [] for k in CASES}
-    syncs: dict[str, int] = dict.fromkeys(CASES, 0)
+def _regime(cases: Cases, x: torch.Tensor, iters: int, pending: float | None) -> dict[str, Any]:
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    syncs: dict[str, int] = dict.fromkeys(cases, 0)
     # Warm-up: peer access, allocator, and the event pools. Back to back, the
     # caller outruns the queue threads and up to 128 copies (two pooled IPC
     # events each) are in flight: grow the pools to that before timing, or
     # event creation (about 300 us each on hardware) lands in the timed calls.
     warm = 3 if pending is not None else 160
-    for state, op in CASES.values():
+    for state, op in cases.values():
         _set_hook(state)
         for _ in range(warm):
             _one(op, x, pending)
@@ -143,7 +144,7 @@ def _regime(x: torch.Tensor, iters: int, pending: float | None) -> dict[str, Any
     before = copies.status()
     # Round-robin, so drifts in machine load hit every case alike.
     for _ in range(iters):
-        for name, (state, op) in CASES.items():
+        for name, (state, op) in cases.items():
             _set_hook(state)
             elapsed, n = _one(op, x, pending)
             times[name].append(elapsed)
@@ -190,13 +191,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if torch.npu.device_count() < 2:
         raise SystemExit("needs two NPUs (aclsim: ACLSIM_DEVICES=2 or more)")
     x = torch.zeros(args.numel, dtype=torch.float32, device="npu:0")
-    _DST[:] = [torch.zeros(args.numel, dtype=torch.float32, device="npu:1")]
+    cases = _cases(torch.zeros(args.numel, dtype=torch.float32, device="npu:1"))
     saved = copies.status()
     try:
         _set_hook(False)
         assert torch.equal(x.to("npu:1").cpu(), x.cpu()), "event-barrier copy returned wrong data"
-        busy = _regime(x, args.iters, args.pending)
-        back_to_back = _regime(x, args.iters, None)
+        busy = _regime(cases, x, args.iters, args.pending)
+        back_to_back = _regime(cases, x, args.iters, None)
     finally:
         if saved["enabled"]:
             copies.enable(synchronize=saved["mode"] == "synchronize")
