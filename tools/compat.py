@@ -29,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ["pybind11>=2.12", "ninja>=1.11", "setuptools>=70", "wheel", "pytest>=8", "hypothesis>=6.100"]
+# What torch_npu imports but older wheels do not declare (2.7.1 declares only torch; 2.13 adds these).
+TORCH_NPU_IMPORTS = ["pyyaml", "numpy"]
 
 
 def torch_for(torch_npu: str) -> str:
@@ -79,7 +81,18 @@ def main(argv: list[str] | None = None) -> int:
         if venv.exists():
             shutil.rmtree(venv)
         run([sys.executable, "-m", "venv", str(venv)])
-        run([str(py), "-m", "pip", "install", "--quiet", f"torch=={torch_for(args.torch_npu)}", *TOOLS])
+        run(
+            [
+                str(py),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                f"torch=={torch_for(args.torch_npu)}",
+                *TOOLS,
+                *TORCH_NPU_IMPORTS,
+            ]
+        )
         run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", f"torch-npu=={args.torch_npu}"])
     copy_tree(src)
     env = dict(os.environ, ACLSIM_DEVICES=os.environ.get("ACLSIM_DEVICES", "4"))
