@@ -87,10 +87,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     samples: dict[str, dict[str, list[float]]] = {name: {"on": [], "off": []} for name in cases}
     with copies.disabled():  # the caller's setting is back afterwards
         try:
+            _set("on")
+            dispatch_key = copies.status()["dispatch_key"]
             for state in ("on", "off"):  # warm-up, both states
                 _set(state)
-                if state == "on":
-                    dispatch_key = copies.status()["dispatch_key"]
                 for op in cases.values():
                     _block(op, args.calls)
             for i in range(2 * args.blocks):

@@ -62,7 +62,8 @@ def find_acl_include_dir() -> Path | None:
     aclsim is built).
     """
     spec = importlib.util.find_spec("torch_npu")
-    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+    locations = spec.submodule_search_locations if spec is not None else None
+    for loc in locations or []:
         for inc in (Path(loc) / "include", Path(loc) / "include" / "third_party" / "acl" / "inc"):
             if (inc / "acl" / "acl.h").is_file():
                 return inc

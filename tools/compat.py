@@ -81,18 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         if venv.exists():
             shutil.rmtree(venv)
         run([sys.executable, "-m", "venv", str(venv)])
-        run(
-            [
-                str(py),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                f"torch=={torch_for(args.torch_npu)}",
-                *TOOLS,
-                *TORCH_NPU_IMPORTS,
-            ]
-        )
+        deps = [f"torch=={torch_for(args.torch_npu)}", *TOOLS, *TORCH_NPU_IMPORTS]
+        run([str(py), "-m", "pip", "install", "--quiet", *deps])
         run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", f"torch-npu=={args.torch_npu}"])
     copy_tree(src)
     env = dict(os.environ, ACLSIM_DEVICES=os.environ.get("ACLSIM_DEVICES", "4"))
