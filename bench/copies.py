@@ -16,7 +16,9 @@ least two devices. The host time of one call is measured for:
                 torch_npu does, and the fallback without IPC events)
   torch_npu     the same with the hook disabled (torch_npu 2.13's own kernel)
 
-in two regimes, each round-robin over the cases:
+in two regimes, each round-robin over the cases in blocks of a few calls
+(switching the hook on or off re-registers kernels with the dispatcher, which
+no copy pays in use: a block starts with one untimed call after the switch):
 
   device busy   (the issue's figure) before each call the host synchronizes
                 both devices, queues ``--pending`` seconds of simulated device
@@ -60,6 +62,8 @@ from torch_npu_ipc import copies
 GOAL = 1.2
 # ``python -m torch_npu_ipc.bench --quick``: a short smoke run.
 QUICK_ARGS = ["--iters", "20"]
+# Timed calls per case in a row (see _regime).
+BLOCK = 5
 
 
 Op = Callable[[torch.Tensor], torch.Tensor]
@@ -142,13 +146,18 @@ def _regime(cases: Cases, x: torch.Tensor, iters: int, pending: float | None) ->
     for dev in (0, 1):
         torch.npu.synchronize(dev)
     before = copies.status()
-    # Round-robin, so drifts in machine load hit every case alike.
-    for _ in range(iters):
+    # Round-robin in short blocks, so drifts in machine load hit every case
+    # alike. Switching the hook on or off re-registers kernels with the
+    # dispatcher, which no copy pays in use: each block starts with one
+    # untimed call after the switch.
+    for start in range(0, iters, BLOCK):
         for name, (state, op) in cases.items():
             _set_hook(state)
-            elapsed, n = _one(op, x, pending)
-            times[name].append(elapsed)
-            syncs[name] += n
+            _one(op, x, pending)
+            for _ in range(min(BLOCK, iters - start)):
+                elapsed, n = _one(op, x, pending)
+                times[name].append(elapsed)
+                syncs[name] += n
     for dev in (0, 1):
         torch.npu.synchronize(dev)  # every queued barrier call has run
     after = copies.status()
@@ -181,7 +190,7 @@ def _print(title: str, r: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return host times (microseconds), ratios and stream synchronizes per copy."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--iters", type=int, default=60)
+    p.add_argument("--iters", type=int, default=200)
     p.add_argument("--numel", type=int, default=1 << 16)
     p.add_argument("--pending", type=float, default=0.005, help="seconds of device work pending per call")
     p.add_argument("--goal", type=float, default=GOAL)
@@ -192,17 +201,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit("needs two NPUs (aclsim: ACLSIM_DEVICES=2 or more)")
     x = torch.zeros(args.numel, dtype=torch.float32, device="npu:0")
     cases = _cases(torch.zeros(args.numel, dtype=torch.float32, device="npu:1"))
-    saved = copies.status()
-    try:
+    with copies.disabled():  # the caller's setting is back afterwards, whatever the body switched
         _set_hook(False)
         assert torch.equal(x.to("npu:1").cpu(), x.cpu()), "event-barrier copy returned wrong data"
         busy = _regime(cases, x, args.iters, args.pending)
         back_to_back = _regime(cases, x, args.iters, None)
-    finally:
-        if saved["enabled"]:
-            copies.enable(synchronize=saved["mode"] == "synchronize")
-        else:
-            copies.disable()
 
     results: dict[str, Any] = {
         "iters": args.iters,

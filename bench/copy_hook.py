@@ -85,22 +85,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     cases = _cases(args.numel)
     samples: dict[str, dict[str, list[float]]] = {name: {"on": [], "off": []} for name in cases}
-    with copies.disabled():  # the caller's setting is back afterwards
-        try:
-            _set("on")
-            dispatch_key = copies.status()["dispatch_key"]
-            for state in ("on", "off"):  # warm-up, both states
-                _set(state)
-                for op in cases.values():
-                    _block(op, args.calls)
-            for i in range(2 * args.blocks):
-                state = "on" if i % 2 == 0 else "off"
-                _set(state)
-                for name, op in cases.items():
-                    samples[name][state].append(_block(op, args.calls))
-            torch.npu.synchronize()
-        finally:
-            copies.disable()
+    with copies.disabled():  # the caller's setting is back afterwards, whatever the body switched
+        _set("on")
+        dispatch_key = copies.status()["dispatch_key"]
+        for state in ("on", "off"):  # warm-up, both states
+            _set(state)
+            for op in cases.values():
+                _block(op, args.calls)
+        for i in range(2 * args.blocks):
+            state = "on" if i % 2 == 0 else "off"
+            _set(state)
+            for name, op in cases.items():
+                samples[name][state].append(_block(op, args.calls))
+        torch.npu.synchronize()
 
     results: dict[str, Any] = {"blocks": args.blocks, "calls": args.calls, "dispatch_key": dispatch_key}
     for name, by_state in samples.items():

@@ -65,15 +65,22 @@ def is_enabled() -> bool:
 
 @contextmanager
 def disabled() -> Iterator[None]:
-    r"""Context manager running its body with the hook removed (restored on exit if it was on)."""
+    r"""Context manager running its body with the hook removed.
+
+    On exit the hook is back in the state it had on entry (on or off, and its
+    mode), whatever the body switched in between, as ``torch.no_grad`` restores
+    the previous grad mode.
+    """
     was = is_enabled()
     mode = _C._copies_mode()
     disable()
     try:
         yield
     finally:
-        if was:
+        if was or _C._copies_mode() != mode:
             enable(synchronize=mode == "synchronize")
+        if not was:
+            disable()
 
 
 def status() -> dict[str, Any]:

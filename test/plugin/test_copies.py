@@ -575,6 +575,26 @@ def test_disable_restores_torch_npu_kernels() -> None:
     assert copies.status()["path"] == "events"
 
 
+def test_disabled_restores_the_state_on_entry_whatever_the_body_did() -> None:
+    """``copies.disabled()`` puts back the hook's state and mode as they were on entry."""
+    copies.disable()
+    with copies.disabled():
+        copies.enable(synchronize=True)
+    assert not copies.is_enabled()
+    assert copies.status()["mode"] == "events"
+    copies.enable(synchronize=True)
+    with copies.disabled():
+        copies.enable()
+        assert copies.status()["path"] == "events"
+    assert copies.is_enabled()
+    assert copies.status()["mode"] == "synchronize"
+    copies.enable()
+    with pytest.raises(RuntimeError, match="body failed"), copies.disabled():
+        copies.enable(synchronize=True)
+        raise RuntimeError("body failed")
+    assert copies.status()["path"] == "events"
+
+
 def test_synchronize_mode_fallback() -> None:
     """The synchronize path (forced here; automatic without IPC events): correct data, host syncs."""
     copies.enable(synchronize=True)
