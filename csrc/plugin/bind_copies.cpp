@@ -3,6 +3,7 @@
 
 #include "bindings.h"
 #include "copy_barrier.h"
+#include "copy_hook.h"
 #include "task_queue.h"
 
 namespace py = pybind11;
@@ -29,11 +30,11 @@ void bind_copies(py::module_& m) {
   m.def("_copies_queued", &copies_queued,
         "Whether barrier copies on the current streams go through torch_npu's task queues.");
   m.def("_copies_stats", [] {
-    CopyStats s = copies_stats();
+    BarrierStats s = barrier_stats();
     py::dict d;
     d["event_copies"] = s.event_copies;
     d["sync_copies"] = s.sync_copies;
-    d["delegated"] = s.delegated;
+    d["delegated"] = copies_delegated();
     d["signal_wait_ns"] = s.signal_wait_ns;
     d["queue_full_waits"] = s.queue_full_waits;
     return d;

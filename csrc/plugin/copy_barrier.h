@@ -15,14 +15,7 @@
 // stream after the barrier. Where IPC events are unusable the copy falls
 // back to synchronizing the two streams from the host.
 //
-// The copy is hooked into the dispatcher by registering boxed kernels for
-// aten::copy_ and aten::_to_copy (a torch::Library owned by this module).
-// On torch >= 2.9 they sit under the PrivateUse1 key, and every call that is
-// not an NPU -> other-NPU copy is handed to the kernel torch_npu had
-// registered, captured before ours was installed (c10::SafeKernelFunction).
-// Older torch cannot capture it: there they sit under BackendSelect and hand
-// a call on by redispatching below that key. Disabling destroys the Library,
-// which restores the dispatcher's previous kernels.
+// How ordinary Tensor.to() / copy_() calls reach it: copy_hook.h.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -37,10 +30,9 @@ enum class CopyMode : int {
   kSynchronize = 1,  // host synchronizes the two streams (fallback / forced)
 };
 
-struct CopyStats {
+struct BarrierStats {
   uint64_t event_copies = 0;  // cross-device copies done with the event barrier
   uint64_t sync_copies = 0;   // cross-device copies done with stream synchronize
-  uint64_t delegated = 0;     // calls handed to torch_npu's own kernel
   // Time torch_npu's queue threads spent, inside event-barrier copies,
   // waiting for the other device's queue to issue its half (the caller's
   // thread never waits; see task_queue.h).
@@ -50,15 +42,20 @@ struct CopyStats {
   uint64_t queue_full_waits = 0;
 };
 
-// Installs the dispatcher hook (idempotent) in `mode`.
-void copies_enable(CopyMode mode);
-// Removes the hook: torch_npu's own kernels run again.
-void copies_disable();
-bool copies_enabled();
-CopyMode copies_mode();
-// The dispatch key the hook registers at: "PrivateUse1" (torch >= 2.9, which
-// can capture the kernel it shadows) or "BackendSelect" (older torch).
-std::string copies_dispatch_key();
+// Copies `src` (NPU) into `dst` (NPU, another device) as described above.
+// Shapes must be broadcastable (src to dst).
+// `dst_is_fresh`: dst was just allocated on its device's current stream
+// (Tensor.to()), so its block needs no marking for the transfer's streams.
+void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mode, bool dst_is_fresh = false);
+
+// Whether the barrier copies `t` itself: a defined, strided NPU tensor in a
+// base format (ND, NCHW, NHWC, NCDHW), neither quantized nor a conjugate or
+// negative view. Copies of any other tensor are left to torch_npu.
+bool plain_npu(const at::Tensor& t);
+
+// Enables peer access between npu:s and npu:d in both directions, once per
+// pair; false when the runtime says the pair cannot access each other.
+bool ensure_peer_access(c10::DeviceIndex s, c10::DeviceIndex d);
 
 // Why the event barrier cannot be used in this process ("" when it can).
 // Probed lazily; forces the synchronize path when non-empty.
@@ -69,12 +66,6 @@ std::string copies_event_unsupported_reason(c10::DeviceIndex device);
 // calling thread (task queue off, or a synchronously launched stream).
 bool copies_queued();
 
-CopyStats copies_stats();
-
-// Copies `src` (NPU) into `dst` (NPU, another device) as described above.
-// Shapes must be broadcastable (src to dst). Independent of the hook.
-// `dst_is_fresh`: dst was just allocated on its device's current stream
-// (Tensor.to()), so its block needs no marking for the transfer's streams.
-void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mode, bool dst_is_fresh = false);
+BarrierStats barrier_stats();
 
 }  // namespace torch_npu_ipc
