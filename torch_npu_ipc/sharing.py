@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import struct
 import sys
+import time
 import warnings
 import zlib
 from collections.abc import Callable
@@ -180,7 +181,16 @@ def ipc_collect() -> int:
 
 
 def sharing_stats() -> dict[str, Any]:
-    """Counters of this process's sharing: in-flight events, limbo blocks, live slots, fallback syncs."""
+    r"""Return the counters of this process's sharing.
+
+    Returns:
+        dict: ``inflight_events`` (sends whose event a receiver has not
+        claimed yet), ``limbo_blocks`` (blocks this process dropped while
+        receivers still held them), ``live_slots`` (tensors this process sent
+        that are not released yet, received or not), ``live_slots_self`` (those
+        of them this process received itself), ``fallback_syncs`` (sends that
+        synchronized instead of recording an event) and ``in_fallback``.
+    """
     return dict(_C._sharing_stats())
 
 
@@ -251,11 +261,29 @@ def safe_globals() -> list[Callable[..., Any]]:
     return [rebuild_npu_tensor, rebuild_npu_storage, rebuild_event]
 
 
+# How long an exiting producer waits for receivers to release what it shared.
+EXIT_GRACE_S = 2.0
+
+
+def _held_by_others() -> int:
+    _C._ipc_collect(force=True)  # forget receivers that exited before their release reached us
+    st = _C._sharing_stats()
+    return int(st["live_slots"] - st["live_slots_self"])
+
+
 @atexit.register
 def _warn_if_shared_tensors_alive() -> None:
+    # A receiver's release reaches the producer after its stream ran past the
+    # drop (see "Releaser" in docs/sharing.md): a receiver that dropped a
+    # tensor and then told this process to exit is still releasing it. Wait
+    # for that, up to EXIT_GRACE_S; the memory goes with this process, so this
+    # also keeps it alive for receivers' work still reading it.
     try:
-        _C._ipc_collect(force=True)  # forget receivers that exited before their release reached us
-        live = _C._sharing_stats()["live_slots"]
+        live = _held_by_others()
+        deadline = time.monotonic() + EXIT_GRACE_S
+        while live and time.monotonic() < deadline:
+            time.sleep(0.005)
+            live = _held_by_others()
     except Exception:  # the runtime may already be finalized
         return
     if live:

@@ -65,6 +65,7 @@ void bind_sharing(py::module_& m) {
     d["inflight_events"] = s.inflight_events;
     d["limbo_blocks"] = s.limbo_blocks;
     d["live_slots"] = s.live_slots;
+    d["live_slots_self"] = s.live_slots_self;
     d["fallback_syncs"] = s.fallback_syncs;
     d["in_fallback"] = s.in_fallback;
     return d;

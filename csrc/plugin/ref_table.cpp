@@ -419,6 +419,15 @@ uint32_t RefTable::live_count() const {
   return n;
 }
 
+uint32_t RefTable::claimed_by(int32_t pid) const {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    const uint64_t cur = word(i)->load();
+    n += state_of(cur) == SlotState::Claimed && pid_of(cur) == pid;
+  }
+  return n;
+}
+
 uint32_t RefTable::reclaim_dead_holders(PidMemo* memo) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < kSlots; ++i) {

@@ -113,6 +113,8 @@ class RefTable {
   SlotState state(const SlotRef& ref) const;
   // Slots currently Sent or Claimed.
   uint32_t live_count() const;
+  // Slots currently Claimed by `pid`.
+  uint32_t claimed_by(int32_t pid) const;
   // Owner: frees the slot if it is still Sent (a descriptor nobody
   // received); false when a receiver claimed it first, or it is gone.
   bool reclaim_unclaimed(const SlotRef& ref);

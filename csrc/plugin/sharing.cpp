@@ -460,7 +460,11 @@ SharingStats sharing_stats() {
   SharingStats st;
   st.inflight_events = prune_inflight_locked(s, /*full=*/true);
   st.limbo_blocks = static_cast<int64_t>(s.limbo.size());
-  for (const auto& t : s.tables) st.live_slots += t->live_count();
+  const auto me = static_cast<int32_t>(getpid());
+  for (const auto& t : s.tables) {
+    st.live_slots += t->live_count();
+    st.live_slots_self += t->claimed_by(me);
+  }
   st.fallback_syncs = s.fallback_syncs;
   st.in_fallback = s.in_fallback;
   return st;

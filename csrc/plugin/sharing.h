@@ -58,7 +58,8 @@ int64_t ipc_collect(bool force = false);
 struct SharingStats {
   int64_t inflight_events = 0;
   int64_t limbo_blocks = 0;
-  int64_t live_slots = 0;
+  int64_t live_slots = 0;       // sent slots not yet released (received or not)
+  int64_t live_slots_self = 0;  // those of them this process received itself
   int64_t fallback_syncs = 0;
   bool in_fallback = false;
 };

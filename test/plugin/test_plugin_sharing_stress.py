@@ -366,6 +366,55 @@ def test_producer_exits_while_receiver_holds(tmp_path: Path) -> None:
     assert "2 tensor(s)" in lines[0] and "docs/sharing.md" in lines[0], lines[0]
 
 
+DROP_THEN_DONE = """
+import sys, time
+import aclsim, torch_npu_ipc, torch
+import torch.multiprocessing as mp
+
+def consumer(inbox, outbox):
+    x = inbox.get(timeout=60)
+    aclsim.sleep(torch.npu.current_stream().npu_stream, 0.5)  # the stream is busy when x is dropped ...
+    y = x + 1  # ... and reads x behind that work
+    del x  # the release reaches the producer once the stream ran past this point: 0.5 s from now
+    outbox.put("done")
+    assert torch.equal(y.cpu(), torch.full((4096,), 4.0))
+    time.sleep(1.0)  # alive while the producer exits: its release, not its death, frees the slot
+
+if __name__ == "__main__":
+    torch_npu_ipc.sharing.EXIT_GRACE_S = float(sys.argv[1])
+    ctx = mp.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=consumer, args=(inbox, outbox))
+    p.start()
+    x = torch.full((4096,), 3.0, device="npu:0")
+    inbox.put(x)
+    assert outbox.get(timeout=60) == "done"
+    own = torch_npu_ipc.import_tensor(torch_npu_ipc.export_tensor(x))  # held by this process at exit
+    print("producer: exiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("grace", [sharing.EXIT_GRACE_S, 0.0])
+def test_exit_waits_for_releases_on_their_way(grace: float, tmp_path: Path) -> None:
+    """A receiver drops a tensor and says "done" while its release is still on its way: the producer waits for it.
+
+    Without the grace period (``EXIT_GRACE_S = 0``) the producer warns about that tensor; either way it does
+    not count the tensor it received from itself.
+    """
+    script = tmp_path / "drop_then_done.py"  # a file: spawned children import their target from it
+    script.write_text(DROP_THEN_DONE)
+    r = subprocess.run(
+        [sys.executable, str(script), str(grace)], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "producer: exiting" in r.stdout
+    lines = [ln for ln in r.stderr.splitlines() if "torch_npu_ipc: warning" in ln]
+    if grace:
+        assert lines == [], r.stderr[-3000:]
+    else:
+        assert len(lines) == 1 and "1 tensor(s)" in lines[0], r.stderr[-3000:]
+
+
 FORKED_RECEIVER = """
 import torch_npu_ipc, torch
 import torch.multiprocessing as mp
