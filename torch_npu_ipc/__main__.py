@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     usage = (
         "usage: python -m torch_npu_ipc [doctor | demo [--help] | bench [--help]]\n"
         "  doctor  what runs where: versions, devices, native features, the path each feature takes\n"
-        "  demo    the seed's flows end to end, ending in [SUCCESS] or [FAILURE]\n"
+        "  demo    handshake, fan-out and pipelined handoff between processes, ending in [SUCCESS] or [FAILURE]\n"
         "  bench   every benchmark, with a summary of medians and ratios"
     )
     if command in ("-h", "--help", "help"):

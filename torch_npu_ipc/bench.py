@@ -86,7 +86,7 @@ def plot(rows: list[tuple[str, Any]], path: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m torch_npu_ipc.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="benchmark names (files in bench/) to run")
     parser.add_argument("--json", type=Path, help="write all results to this file")
     parser.add_argument("--plot", type=Path, help="draw the ratios into this PNG (needs matplotlib)")

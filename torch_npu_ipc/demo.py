@@ -1,4 +1,4 @@
-"""The seed's flows with torch_npu_ipc, end to end: ``python -m torch_npu_ipc.demo``.
+"""Interprocess events and shared tensors, end to end in three flows: ``python -m torch_npu_ipc.demo``.
 
 (a) a two-process handshake on one device: the producer records an
     interprocess event after slow device work and sends it with a shared
@@ -199,7 +199,7 @@ def pipeline(count: int, work_ms: float) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m torch_npu_ipc.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--consumers", type=int, default=3, help="consumers in flow (b) (default 3)")
     parser.add_argument("--tensors", type=int, default=200, help="tensors in flow (c) (default 200)")
     parser.add_argument("--work-ms", type=float, default=1.0, help="device work per tensor in flow (c)")

@@ -1,4 +1,4 @@
-"""Two sharing jobs in two pid namespaces at once, on one host (FACTS.md section 4's name collisions).
+"""Two sharing jobs in two pid namespaces at once, on one host: IPC names must not collide across containers.
 
 Each job (``pidns_job.py``) is pid 1 of its own pid namespace, and its
 consumer gets the same pid in both. They share /dev/shm and the network
