@@ -141,44 +141,273 @@ def test_sum_matches_cpu(case: str, dtype: torch.dtype) -> None:
     assert torch.equal(got, want)
 
 
+class _OpApi:
+    """Calls libopapi.so's first phases directly, to see what they refuse."""
+
+    FLOAT32, INT64, BOOL = 0, 9, 12  # aclDataType
+
+    def __init__(self) -> None:
+        import ctypes
+
+        import aclsim
+
+        self.ct = ctypes
+        self.lib = ctypes.CDLL(str(aclsim.lib_dir() / "libopapi.so"))
+        i64p = ctypes.POINTER(ctypes.c_int64)
+        self.lib.aclCreateTensor.restype = ctypes.c_void_p
+        self.lib.aclCreateTensor.argtypes = [i64p, ctypes.c_uint64, ctypes.c_int, i64p, ctypes.c_int64, ctypes.c_int]
+        self.lib.aclCreateTensor.argtypes += [i64p, ctypes.c_uint64, ctypes.c_void_p]
+        self.lib.aclCreateIntArray.restype = ctypes.c_void_p
+        self.lib.aclCreateIntArray.argtypes = [i64p, ctypes.c_uint64]
+        self.lib.aclCreateTensorList.restype = ctypes.c_void_p
+        self.lib.aclCreateTensorList.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64]
+        self.keep: list[object] = []
+
+    def tensor(self, t: torch.Tensor, dtype: int) -> int:
+        """An aclTensor describing the device tensor `t` as `dtype`."""
+        ct = self.ct
+        dims = (ct.c_int64 * t.dim())(*t.shape)
+        strides = (ct.c_int64 * t.dim())(*t.stride())
+        storage = (ct.c_int64 * 1)(t.numel())
+        self.keep.extend((dims, strides, storage))
+        return self.lib.aclCreateTensor(dims, t.dim(), dtype, strides, 0, 2, storage, 1, t.data_ptr())
+
+    def int_array(self, values: list[int]) -> int:
+        arr = (self.ct.c_int64 * len(values))(*values)
+        self.keep.append(arr)
+        return self.lib.aclCreateIntArray(arr, len(values))
+
+    def tensor_list(self, tensors: list[int]) -> int:
+        arr = (self.ct.c_void_p * len(tensors))(*tensors)
+        return self.lib.aclCreateTensorList(arr, len(tensors))
+
+    def status(self, op: str, *args: object) -> int:
+        """The aclnnStatus of `op`'s first phase for `args` (pointers and ints)."""
+        ct = self.ct
+        fn = getattr(self.lib, op + "GetWorkspaceSize")
+        fn.argtypes = [ct.c_void_p if a is None or a > 255 or a < 0 else ct.c_int64 for a in args]  # type: ignore[operator]
+        fn.argtypes += [ct.POINTER(ct.c_uint64), ct.POINTER(ct.c_void_p)]
+        ws, ex = ct.c_uint64(), ct.c_void_p()
+        return fn(*args, ct.byref(ws), ct.byref(ex))
+
+
 def test_reduce_sum_refuses_bad_arguments() -> None:
     """aclnnReduceSum's first phase refuses an out of the wrong shape or dtype and a dimension out of range."""
-    import ctypes
+    api = _OpApi()
+    lib, ct = api.lib, api.ct
+    lib.aclnnReduceSumGetWorkspaceSize.argtypes = [ct.c_void_p, ct.c_void_p, ct.c_bool, ct.c_int]
+    lib.aclnnReduceSumGetWorkspaceSize.argtypes += [ct.c_void_p, ct.POINTER(ct.c_uint64), ct.POINTER(ct.c_void_p)]
 
-    import aclsim
-
-    lib = ctypes.CDLL(str(aclsim.lib_dir() / "libopapi.so"))
-    i64p = ctypes.POINTER(ctypes.c_int64)
-    lib.aclCreateTensor.restype = ctypes.c_void_p
-    lib.aclCreateTensor.argtypes = [i64p, ctypes.c_uint64, ctypes.c_int, i64p, ctypes.c_int64, ctypes.c_int]
-    lib.aclCreateTensor.argtypes += [i64p, ctypes.c_uint64, ctypes.c_void_p]
-    lib.aclCreateIntArray.restype = ctypes.c_void_p
-    lib.aclCreateIntArray.argtypes = [i64p, ctypes.c_uint64]
-    lib.aclnnReduceSumGetWorkspaceSize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_bool, ctypes.c_int]
-    lib.aclnnReduceSumGetWorkspaceSize.argtypes += [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
-    lib.aclnnReduceSumGetWorkspaceSize.argtypes += [ctypes.POINTER(ctypes.c_void_p)]
-    float32, int64 = 0, 9  # aclDataType
-    keep = []
-
-    def tensor(t: torch.Tensor, dtype: int) -> int:
-        dims = (ctypes.c_int64 * t.dim())(*t.shape)
-        strides = (ctypes.c_int64 * t.dim())(*t.stride())
-        storage = (ctypes.c_int64 * 1)(t.numel())
-        keep.extend((dims, strides, storage))
-        return lib.aclCreateTensor(dims, t.dim(), dtype, strides, 0, 2, storage, 1, t.data_ptr())
-
-    def status(src: int, dims: list[int], out: int, dtype: int = float32) -> int:
-        arr = (ctypes.c_int64 * len(dims))(*dims)
-        keep.append(arr)
-        ws, ex = ctypes.c_uint64(), ctypes.c_void_p()
+    def status(src: int, dims: list[int], out: int, dtype: int = api.FLOAT32) -> int:
+        ws, ex = ct.c_uint64(), ct.c_void_p()
         return lib.aclnnReduceSumGetWorkspaceSize(
-            src, lib.aclCreateIntArray(arr, len(dims)), False, dtype, out, ctypes.byref(ws), ctypes.byref(ex)
+            src, api.int_array(dims), False, dtype, out, ct.byref(ws), ct.byref(ex)
         )
 
     x = torch.zeros(2, 3, device=DEVICE)
     good, bad = torch.zeros(3, device=DEVICE), torch.zeros(2, device=DEVICE)
-    src = tensor(x, float32)
-    assert status(src, [0], tensor(good, float32)) == 0
-    assert status(src, [0], tensor(bad, float32)) != 0  # the sum over dim 0 has shape [3]
-    assert status(src, [2], tensor(good, float32)) != 0  # rank 2: dimension 2 is out of range
-    assert status(src, [0], tensor(good, float32), dtype=int64) != 0  # dtype differs from out's
+    src = api.tensor(x, api.FLOAT32)
+    assert status(src, [0], api.tensor(good, api.FLOAT32)) == 0
+    assert status(src, [0], api.tensor(bad, api.FLOAT32)) != 0  # the sum over dim 0 has shape [3]
+    assert status(src, [2], api.tensor(good, api.FLOAT32)) != 0  # rank 2: dimension 2 is out of range
+    assert status(src, [0], api.tensor(good, api.FLOAT32), dtype=api.INT64) != 0  # dtype differs from out's
+
+
+def test_new_ops_refuse_bad_arguments() -> None:
+    """The first phases of the printing ops refuse what PyTorch refuses, with a status, not a crash."""
+    api = _OpApi()
+    f32, b8 = api.FLOAT32, api.BOOL
+    x = torch.zeros(2, 3, device=DEVICE)
+    flags = torch.zeros(2, 3, dtype=torch.bool, device=DEVICE)
+    six, five = torch.zeros(6, device=DEVICE), torch.zeros(5, device=DEVICE)
+    assert api.status("aclnnMaskedSelect", api.tensor(x, f32), api.tensor(flags, b8), api.tensor(six, f32)) == 0
+    assert api.status("aclnnMaskedSelect", api.tensor(x, f32), api.tensor(flags, b8), api.tensor(five, f32)) != 0
+    assert api.status("aclnnMaskedSelect", api.tensor(x, f32), api.tensor(x, f32), api.tensor(six, f32)) != 0
+    assert api.status("aclnnBitwiseAndTensor", api.tensor(x, f32), api.tensor(x, f32), api.tensor(x, f32)) != 0
+    assert api.status("aclnnBitwiseAndTensor", api.tensor(flags, b8), api.tensor(flags, b8), api.tensor(flags, b8)) == 0
+    assert api.status("aclnnAbs", api.tensor(flags, b8), api.tensor(flags, b8)) != 0
+    assert api.status("aclnnAbs", api.tensor(x, f32), api.tensor(six, f32)) != 0  # shapes differ
+    assert api.status("aclnnMax", api.tensor(x[:0], f32), api.tensor(x[0, 0], f32)) != 0  # nothing to reduce
+    assert api.status("aclnnMax", api.tensor(x, f32), api.tensor(x[0, 0], f32)) == 0
+    pair = torch.zeros(2, 2, 3, device=DEVICE)
+    assert api.status("aclnnStack", api.tensor_list([api.tensor(x, f32)] * 2), 0, api.tensor(pair, f32)) == 0
+    wrong = api.tensor_list([api.tensor(x, f32), api.tensor(six, f32)])
+    assert api.status("aclnnStack", wrong, 0, api.tensor(pair, f32)) != 0
+    assert api.status("aclnnCat", api.tensor_list([api.tensor(x, f32)]), 5, api.tensor(x, f32)) != 0  # dim
+    assert api.status("aclnnCat", api.tensor_list([api.tensor(x, f32)]), 0, api.tensor(x, f32)) != 0  # overlap
+
+
+def _sample(dtype: torch.dtype) -> torch.Tensor:
+    """A 3x4 tensor of `dtype` with negatives, zeros and, for floats, -0.0, NaN and infinities."""
+    if dtype == torch.bool:
+        return torch.tensor([[True, False, True, False]] * 3)
+    if dtype == torch.uint8:
+        return torch.tensor([[0, 1, 7, 200], [255, 3, 0, 9], [4, 4, 128, 1]], dtype=dtype)
+    base = torch.tensor([[-3, -1, 0, 2], [5, -7, 1, 0], [2, 2, -4, 6]], dtype=dtype)
+    if dtype.is_floating_point:
+        base = base / 2
+        base[0, 2] = -0.0
+        base[1, 3] = float("nan")
+        base[2, 0] = float("inf")
+        base[2, 1] = float("-inf")
+    return base
+
+
+COMPARES = ["eq", "ne", "lt", "le", "gt", "ge"]
+
+
+@pytest.mark.parametrize("name", COMPARES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.uint8], ids=str)
+def test_comparisons_match_cpu(name: str, dtype: torch.dtype) -> None:
+    """The Eq/Ne/Lt/Le/Gt/Ge families (Tensor, Scalar, Inplace*): the CPU's values, NaN included."""
+    a = _sample(dtype)
+    b = a.flip(1)
+    row = a[1:2]  # broadcasts over the rows
+    da, db, drow = a.to(DEVICE), b.to(DEVICE), row.to(DEVICE)
+    fn = getattr(torch, name)
+    assert torch.equal(fn(da, db).cpu(), fn(a, b))
+    assert torch.equal(fn(da, drow).cpu(), fn(a, row))
+    assert torch.equal(fn(da, 1).cpu(), fn(a, 1))
+    assert torch.equal(fn(da, 0.5).cpu(), fn(a, 0.5))
+    assert torch.equal(fn(da.t(), db.t()).cpu(), fn(a.t(), b.t()))  # strided inputs
+    cpu, dev = a.clone(), a.to(DEVICE)
+    getattr(cpu, name + "_")(b)
+    getattr(dev, name + "_")(db)
+    assert torch.equal(dev.cpu(), cpu)
+    cpu, dev = a.clone(), a.to(DEVICE)
+    getattr(cpu, name + "_")(1)
+    getattr(dev, name + "_")(1)
+    assert torch.equal(dev.cpu(), cpu)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int64], ids=str
+)
+def test_abs_ceil_isfinite_match_cpu(dtype: torch.dtype) -> None:
+    """aclnnAbs, aclnnCeil, aclnnInplaceCeil, aclnnIsFinite: the CPU's values, dtypes and special values."""
+    a = _sample(dtype)
+    if dtype == torch.int8:
+        a[0, 0] = -128  # abs wraps, as on the CPU
+    d = a.to(DEVICE)
+    for fn in (torch.abs, torch.isfinite):
+        got, want = fn(d).cpu(), fn(a)
+        assert got.dtype == want.dtype
+        assert torch.equal(got, want) or torch.allclose(got, want, equal_nan=True), fn
+    if dtype.is_floating_point:
+        got, want = torch.ceil(d).cpu(), torch.ceil(a)
+        assert torch.allclose(got, want, equal_nan=True)
+        numbers = ~want.isnan()  # a NaN's sign bit means nothing
+        assert torch.equal(torch.signbit(got)[numbers], torch.signbit(want)[numbers])  # -0.0 stays -0.0
+        cpu, dev = (a / 3).clone(), (a / 3).to(DEVICE)
+        cpu.ceil_()
+        dev.ceil_()
+        assert torch.allclose(dev.cpu(), cpu, equal_nan=True)
+    cpu, dev = a.clone(), a.to(DEVICE)
+    cpu.abs_()
+    dev.abs_()
+    assert torch.allclose(dev.cpu().double(), cpu.double(), equal_nan=True)
+    assert torch.equal(torch.abs(d.t()).cpu().isnan(), torch.abs(a.t()).isnan())
+
+
+@pytest.mark.parametrize("op", ["and", "or", "xor"])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int32, torch.int64], ids=str)
+def test_bitwise_ops_match_cpu(op: str, dtype: torch.dtype) -> None:
+    """The BitwiseAnd/Or/Xor families: tensor, broadcast row, scalar and in-place, integral and bool."""
+    a = _sample(dtype)
+    b = a.flip(0)
+    row = a[2:3]
+    da, db, drow = a.to(DEVICE), b.to(DEVICE), row.to(DEVICE)
+    fn = getattr(torch, "bitwise_" + op)
+    assert torch.equal(fn(da, db).cpu(), fn(a, b))
+    assert torch.equal(fn(da, drow).cpu(), fn(a, row))
+    scalar = True if dtype == torch.bool else 6
+    assert torch.equal(fn(da, scalar).cpu(), fn(a, scalar))
+    cpu, dev = a.clone(), a.to(DEVICE)
+    getattr(cpu, "bitwise_" + op + "_")(b)
+    getattr(dev, "bitwise_" + op + "_")(db)
+    assert torch.equal(dev.cpu(), cpu)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.float64, torch.int64, torch.uint8, torch.bool], ids=str
+)
+def test_max_min_of_all_elements_match_cpu(dtype: torch.dtype) -> None:
+    """Tensor.max() / Tensor.min() (aclnnMax, aclnnMin): the CPU's value and dtype; NaN wins."""
+    a = _sample(dtype)
+    if dtype.is_floating_point:
+        a[1, 3] = 0.25  # no NaN: the extremes are the infinities
+        b = a[:, 1:3]  # strided, finite
+        for t in (a, b, a[0, 0]):
+            assert torch.equal(t.to(DEVICE).max().cpu(), t.max())
+            assert torch.equal(t.to(DEVICE).min().cpu(), t.min())
+        a[1, 3] = float("nan")
+        assert a.to(DEVICE).max().cpu().isnan() and a.to(DEVICE).min().cpu().isnan()
+    else:
+        for t in (a, a.t(), a[1:, 2:]):
+            got_max, got_min = t.to(DEVICE).max().cpu(), t.to(DEVICE).min().cpu()
+            assert got_max.dtype == dtype and torch.equal(got_max, t.max())
+            assert torch.equal(got_min, t.min())
+
+
+def test_masked_select_matches_cpu() -> None:
+    """torch.masked_select (aclnnMaskedSelect + aclGetViewShape): size, order and values as on the CPU."""
+    a = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    d = a.to(DEVICE)
+    masks = {
+        "some": a % 3 == 1,
+        "none": torch.zeros(4, 6, dtype=torch.bool),
+        "all": torch.ones(4, 6, dtype=torch.bool),
+        "broadcast_row": torch.tensor([True, False, True, True, False, False]),
+    }
+    for name, mask in masks.items():
+        got = torch.masked_select(d, mask.to(DEVICE)).cpu()
+        assert torch.equal(got, torch.masked_select(a, mask)), name
+        got_t = torch.masked_select(d.t(), mask.t().to(DEVICE) if mask.dim() == 2 else mask[:4].to(DEVICE)).cpu()
+        want_t = torch.masked_select(a.t(), mask.t() if mask.dim() == 2 else mask[:4])
+        assert torch.equal(got_t, want_t), name + " (strided)"
+    ints = torch.arange(10, dtype=torch.int64)
+    assert torch.equal(torch.masked_select(ints.to(DEVICE), ints.to(DEVICE) > 6).cpu(), ints[ints > 6])
+
+
+def test_cat_and_stack_match_cpu() -> None:
+    """torch.cat / torch.stack (aclnnCat, aclnnStack): dims, negative dims, strided and mixed-dtype inputs."""
+    a = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    b = torch.arange(100, 112, dtype=torch.float32).reshape(3, 4)
+    h = torch.arange(8, dtype=torch.float16).reshape(2, 4)
+    da, db, dh = a.to(DEVICE), b.to(DEVICE), h.to(DEVICE)
+    for dim in (0, 1, -1):
+        assert torch.equal(torch.cat([da, db], dim).cpu(), torch.cat([a, b], dim))
+        assert torch.equal(torch.stack([da, db, da], dim).cpu(), torch.stack([a, b, a], dim))
+    assert torch.equal(torch.stack([da, db], 2).cpu(), torch.stack([a, b], 2))
+    assert torch.equal(torch.cat([da.t(), db.t()]).cpu(), torch.cat([a.t(), b.t()]))
+    mixed = torch.cat([da, dh]).cpu()
+    assert mixed.dtype == torch.float32 and torch.equal(mixed, torch.cat([a, h]))
+    empty = torch.empty(0, device=DEVICE)
+    assert torch.equal(torch.cat([da, empty, db]).cpu(), torch.cat([a, torch.empty(0), b]))
+
+
+PRINTED = {
+    "float_fractions": lambda: torch.tensor([[0.5, -1.25, 3.0], [2.0, 0.0, -0.125]]),
+    "float_integers": lambda: torch.arange(-3, 9, dtype=torch.float32).reshape(3, 4),
+    "float_special": lambda: torch.tensor([1.5, float("nan"), float("inf"), -float("inf"), -0.0]),
+    "float_sci": lambda: torch.tensor([1e-6, 3.5e9, 12.0]),
+    "float_all_zero": lambda: torch.zeros(2, 3),
+    "float_zero_dim": lambda: torch.tensor(2.75),
+    "float_empty": lambda: torch.empty(0, 3),
+    "float16": lambda: torch.tensor([0.1, 2.5, -7.0], dtype=torch.float16),
+    "bfloat16": lambda: torch.tensor([0.1, 2.5, -7.0], dtype=torch.bfloat16),
+    "float64": lambda: torch.tensor([1 / 3, 2.0], dtype=torch.float64),
+    "summarized_1d": lambda: torch.arange(2000, dtype=torch.float32) / 7,
+    "summarized_3d": lambda: torch.arange(24 * 50 * 3, dtype=torch.float32).reshape(24, 50, 3),
+    "int64": lambda: torch.arange(-5, 5),
+    "bool": lambda: torch.tensor([True, False]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PRINTED))
+def test_print_of_a_device_tensor_matches_cpu(case: str) -> None:
+    """repr/print of an NPU tensor works on aclsim and shows what the CPU tensor shows, plus the device."""
+    cpu = PRINTED[case]()
+    text = repr(cpu.to(DEVICE))
+    assert "device='npu:0'" in text
+    assert text.replace(", device='npu:0'", "").replace("device='npu:0', ", "") == repr(cpu)

@@ -187,29 +187,107 @@ void arith_kernel(ArithOp op, const Operand& out, const Input& a, const Input& b
   });
 }
 
-void eq_kernel(const Operand& out, const Operand& a, const Input& b,
-               const std::vector<int64_t>& shape) {
-  dispatch_dtype(out.dtype, [&](auto o) {
-    using O = decltype(o);
-    dispatch_dtype(a.dtype, [&](auto c) {
-      using C = decltype(c);
-      using M = opmath_t<C>;
-      auto put = [](char* p, bool r) { write<O>(p, store<O>(value_cast<natural_t<O>>(r))); };
-      auto get = [](const char* p) { return value_cast<M>(load(read<C>(p))); };
-      if (b.is_scalar) {
-        // The scalar takes the compute dtype first (0.1 vs float16 compares
-        // against float16(0.1)).
-        C y_stored{};
-        convert_scalar(b.scalar, a.dtype, &y_stored);
-        const M y = value_cast<M>(load(y_stored));
-        for_each_element<sizeof(O), sizeof(C)>(shape, {&out, &a},
-                                               [&](char* o, char* x) { put(o, get(x) == y); });
+namespace {
+
+template <class M>
+inline bool compare(CompareOp op, M x, M y) {
+  switch (op) {
+    case CompareOp::Eq: return x == y;
+    case CompareOp::Ne: return x != y;
+    case CompareOp::Lt: return x < y;
+    case CompareOp::Le: return x <= y;
+    case CompareOp::Gt: return x > y;
+    case CompareOp::Ge: return x >= y;
+  }
+  return false;
+}
+
+}  // namespace
+
+void compare_kernel(CompareOp op, const Operand& out, const Operand& a, const Input& b,
+                    const std::vector<int64_t>& shape) {
+  dispatch_dtype(a.dtype, [&](auto c) {
+    using C = decltype(c);
+    using M = opmath_t<C>;
+    auto get = [](const char* p) { return value_cast<M>(load(read<C>(p))); };
+    if (b.is_scalar) {
+      // The scalar takes the compute dtype first (0.1 vs float16 compares
+      // against float16(0.1)).
+      C y_stored{};
+      convert_scalar(b.scalar, a.dtype, &y_stored);
+      const M y = value_cast<M>(load(y_stored));
+      for_each_element<1, sizeof(C)>(shape, {&out, &a}, [&](char* o, char* x) {
+        write<b8>(o, store<b8>(compare(op, get(x), y)));
+      });
+    } else {
+      for_each_element<1, sizeof(C), sizeof(C)>(shape, {&out, &a, &b.tensor}, [&](char* o, char* x, char* y) {
+        write<b8>(o, store<b8>(compare(op, get(x), get(y))));
+      });
+    }
+  });
+}
+
+void unary_kernel(UnaryOp op, const Operand& out, const Operand& a, const std::vector<int64_t>& shape) {
+  dispatch_dtype(a.dtype, [&](auto c) {
+    using T = decltype(c);
+    using M = opmath_t<T>;
+    auto run = [&](auto fn) {
+      for_each_element<sizeof(T), sizeof(T)>(shape, {&out, &a}, [&](char* o, char* x) {
+        write<T>(o, store<T>(value_cast<natural_t<T>>(fn(value_cast<M>(load(read<T>(x)))))));
+      });
+    };
+    if constexpr (std::is_floating_point_v<M>) {
+      if (op == UnaryOp::Abs) return run([](M x) { return std::fabs(x); });
+      return run([](M x) { return std::ceil(x); });
+    } else {
+      if (op == UnaryOp::Abs) return run([](M x) { return x < 0 ? wrap_sub(0, x) : x; });
+      return run([](M x) { return x; });
+    }
+  });
+}
+
+void isfinite_kernel(const Operand& out, const Operand& a, const std::vector<int64_t>& shape) {
+  dispatch_dtype(a.dtype, [&](auto c) {
+    using T = decltype(c);
+    for_each_element<1, sizeof(T)>(shape, {&out, &a}, [&](char* o, char* x) {
+      if constexpr (std::is_floating_point_v<natural_t<T>>) {
+        write<b8>(o, store<b8>(std::isfinite(load(read<T>(x)))));
       } else {
-        for_each_element<sizeof(O), sizeof(C), sizeof(C)>(
-            shape, {&out, &a, &b.tensor},
-            [&](char* o, char* x, char* y) { put(o, get(x) == get(y)); });
+        (void)x;
+        write<b8>(o, store<b8>(true));
       }
     });
+  });
+}
+
+void bitwise_kernel(BitwiseOp op, const Operand& out, const Operand& a, const Input& b,
+                    const std::vector<int64_t>& shape) {
+  dispatch_dtype(out.dtype, [&](auto o) {
+    using T = decltype(o);
+    if constexpr (std::is_floating_point_v<natural_t<T>>) {
+      throw_invalid("bitwise operations need integral or bool operands, not " + dtype_name(out.dtype));
+    } else {
+      using M = opmath_t<T>;  // int64
+      auto get = [](const char* p) { return value_cast<M>(load(read<T>(p))); };
+      auto put = [](char* p, M r) { write<T>(p, store<T>(value_cast<natural_t<T>>(r))); };
+      auto run = [&](auto fn) {
+        if (b.is_scalar) {
+          T y_stored{};
+          convert_scalar(b.scalar, out.dtype, &y_stored);
+          const M y = value_cast<M>(load(y_stored));
+          for_each_element<sizeof(T), sizeof(T)>(shape, {&out, &a},
+                                                 [&](char* r, char* x) { put(r, fn(get(x), y)); });
+        } else {
+          for_each_element<sizeof(T), sizeof(T), sizeof(T)>(
+              shape, {&out, &a, &b.tensor}, [&](char* r, char* x, char* y) { put(r, fn(get(x), get(y))); });
+        }
+      };
+      switch (op) {
+        case BitwiseOp::And: return run([](M x, M y) { return x & y; });
+        case BitwiseOp::Or: return run([](M x, M y) { return x | y; });
+        case BitwiseOp::Xor: return run([](M x, M y) { return x ^ y; });
+      }
+    }
   });
 }
 

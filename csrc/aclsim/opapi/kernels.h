@@ -53,10 +53,30 @@ struct Input {
 void arith_kernel(ArithOp op, const Operand& out, const Input& a, const Input& b,
                   const ScalarValue& alpha, const std::vector<int64_t>& shape);
 
-// out = (a == b) for a tensor `a` of the compute dtype and `b` of the same
-// dtype (a scalar `b` is first converted to that dtype). `out` has any dtype.
-void eq_kernel(const Operand& out, const Operand& a, const Input& b,
-               const std::vector<int64_t>& shape);
+enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
+
+// out = (a OP b) for a tensor `a` of the compute dtype and `b` of the same
+// dtype (a scalar `b` is first converted to that dtype). `out` is bool.
+// Comparisons with NaN are false, except Ne, which is true.
+void compare_kernel(CompareOp op, const Operand& out, const Operand& a, const Input& b,
+                    const std::vector<int64_t>& shape);
+
+enum class UnaryOp { Abs, Ceil };
+
+// out = OP(a), `out` and `a` of the same dtype. Abs wraps for the most
+// negative integer (as PyTorch's CPU kernel); Ceil leaves integers as they are.
+void unary_kernel(UnaryOp op, const Operand& out, const Operand& a, const std::vector<int64_t>& shape);
+
+// out = isfinite(a) for `a` of any dtype (integers and bools are finite);
+// `out` is bool.
+void isfinite_kernel(const Operand& out, const Operand& a, const std::vector<int64_t>& shape);
+
+enum class BitwiseOp { And, Or, Xor };
+
+// out = a OP b on the bits of integral or bool values: tensor inputs have
+// out.dtype, a scalar is first converted to it.
+void bitwise_kernel(BitwiseOp op, const Operand& out, const Operand& a, const Input& b,
+                    const std::vector<int64_t>& shape);
 
 // out[i] = start + i * step for a 1-D `out` of n elements, computed in
 // float64 for float32/float64 outputs, float32 for float16/bfloat16 and

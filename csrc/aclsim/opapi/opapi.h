@@ -18,11 +18,16 @@
 //                    aclnnInplaceSubs, aclnnRsub, aclnnRsubs, aclnnMul,
 //                    aclnnMuls, aclnnInplaceMul, aclnnInplaceMuls, aclnnDiv,
 //                    aclnnDivs, aclnnInplaceDiv, aclnnInplaceDivs
-//   ops_compare.cpp  aclnnEqTensor, aclnnEqScalar, aclnnInplaceEqTensor,
-//                    aclnnInplaceEqScalar
+//   ops_compare.cpp  aclnn{Eq,Ne,Lt,Le,Gt,Ge}{Tensor,Scalar} and their
+//                    aclnnInplace* forms
+//   ops_bitwise.cpp  aclnnBitwise{And,Or,Xor}{Tensor,Scalar} and their
+//                    aclnnInplace* forms
+//   ops_unary.cpp    aclnnAbs, aclnnCeil, aclnnInplaceCeil, aclnnIsFinite
 //   ops_copy.cpp     aclnnInplaceCopy, aclnnCast
 //   ops_arange.cpp   aclnnArange
-//   ops_reduce.cpp   aclnnReduceSum
+//   ops_reduce.cpp   aclnnReduceSum, aclnnMax, aclnnMin
+//   ops_select.cpp   aclnnMaskedSelect (data-dependent output size)
+//   ops_join.cpp     aclnnCat, aclnnStack
 // Dtypes: float32, float16, bfloat16, float64, int8, uint8, int16, int32,
 // int64, bool; anything else is refused with an error naming op and dtype.
 // Semantics follow PyTorch's CPU kernels: inputs are promoted to a common
@@ -92,3 +97,39 @@ void write_output(const TensorDesc& out, aclDataType dtype, Compute&& compute) {
 }
 
 }  // namespace aclsim::opapi
+
+// Defines the four entry points of a binary family with a tensor or scalar
+// right operand, e.g. for Stem = Eq: aclnnEqTensor(self, other, out),
+// aclnnEqScalar(self, scalar, out), aclnnInplaceEqTensor(selfRef, other) and
+// aclnnInplaceEqScalar(selfRef, scalar), each with its launch phase.
+// `prepare_fn(op, kind, self, other, other_scalar, out, ws, executor)` does
+// the first phase; the in-place forms pass selfRef as out.
+#define OPAPI_TENSOR_SCALAR_FAMILY(Stem, prepare_fn, Kind)                                        \
+  OPAPI_EXPORT aclnnStatus aclnn##Stem##TensorGetWorkspaceSize(                                   \
+      const aclTensor* self, const aclTensor* other, aclTensor* out, uint64_t* workspaceSize,     \
+      aclOpExecutor** executor) {                                                                 \
+    return prepare_fn("aclnn" #Stem "Tensor", Kind, self, other, nullptr, out, workspaceSize,     \
+                      executor);                                                                  \
+  }                                                                                               \
+  OPAPI_DEFINE_LAUNCH(aclnn##Stem##Tensor)                                                        \
+  OPAPI_EXPORT aclnnStatus aclnn##Stem##ScalarGetWorkspaceSize(                                   \
+      const aclTensor* self, const aclScalar* other, aclTensor* out, uint64_t* workspaceSize,     \
+      aclOpExecutor** executor) {                                                                 \
+    return prepare_fn("aclnn" #Stem "Scalar", Kind, self, nullptr, other, out, workspaceSize,     \
+                      executor);                                                                  \
+  }                                                                                               \
+  OPAPI_DEFINE_LAUNCH(aclnn##Stem##Scalar)                                                        \
+  OPAPI_EXPORT aclnnStatus aclnnInplace##Stem##TensorGetWorkspaceSize(                            \
+      aclTensor* selfRef, const aclTensor* other, uint64_t* workspaceSize,                        \
+      aclOpExecutor** executor) {                                                                 \
+    return prepare_fn("aclnnInplace" #Stem "Tensor", Kind, selfRef, other, nullptr, selfRef,      \
+                      workspaceSize, executor);                                                   \
+  }                                                                                               \
+  OPAPI_DEFINE_LAUNCH(aclnnInplace##Stem##Tensor)                                                 \
+  OPAPI_EXPORT aclnnStatus aclnnInplace##Stem##ScalarGetWorkspaceSize(                            \
+      aclTensor* selfRef, const aclScalar* other, uint64_t* workspaceSize,                        \
+      aclOpExecutor** executor) {                                                                 \
+    return prepare_fn("aclnnInplace" #Stem "Scalar", Kind, selfRef, nullptr, other, selfRef,      \
+                      workspaceSize, executor);                                                   \
+  }                                                                                               \
+  OPAPI_DEFINE_LAUNCH(aclnnInplace##Stem##Scalar)

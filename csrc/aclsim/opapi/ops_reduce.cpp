@@ -1,11 +1,18 @@
-// Reductions: aclnnReduceSum (torch.sum, Tensor.sum(dim, keepdim, dtype)).
+// Reductions: aclnnReduceSum (torch.sum, Tensor.sum(dim, keepdim, dtype)),
+// aclnnMax and aclnnMin (Tensor.max(), Tensor.min() without a dim).
 //
 // The sum runs in float64 for floating inputs and in int64 otherwise (bool
 // counts ones), over a contiguous copy of the input, and is cast to `out`'s
 // dtype at the end: at least as exact as PyTorch's CPU kernel, which
 // accumulates float32 in float32. Empty `dims` reduce every dimension; a
 // reduced dimension of size 0 sums to 0.
+//
+// Max and min reduce every element into a 0-dim `out` of self's dtype; a
+// NaN anywhere gives NaN, as in PyTorch. An empty self is refused (PyTorch
+// asks for a dim then).
+#include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "opapi.h"
@@ -109,6 +116,52 @@ aclnnStatus prepare_reduce_sum(const aclTensor* self, const aclIntArray* dims, b
   });
 }
 
+// The largest (or smallest) element of the contiguous `src`, NaN if any is.
+template <class T>
+void extreme_into(const T* src, int64_t n, bool largest, T* result) {
+  T best = src[0];
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = src[i];
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(v)) {
+        *result = v;
+        return;
+      }
+    }
+    if (largest ? best < v : v < best) best = v;
+  }
+  *result = best;
+}
+
+aclnnStatus prepare_extreme(const char* op, bool largest, const aclTensor* self, aclTensor* out_tensor,
+                            uint64_t* workspace_size, aclOpExecutor** executor) {
+  return prepare(op, workspace_size, executor, [&]() -> std::function<void()> {
+    const TensorDesc& in = tensor_arg("self", self);
+    const TensorDesc& out = tensor_arg("out", out_tensor);
+    check_tensor("self", in);
+    check_tensor("out", out);
+    if (in.numel() == 0) throw_invalid("self is empty: there is no element to reduce");
+    if (out.numel() != 1) throw_invalid("out has shape " + shape_text(out.shape) + ", needs one element");
+    if (out.dtype != in.dtype) {
+      throw_invalid("out has dtype " + dtype_name(out.dtype) + ", self has dtype " + dtype_name(in.dtype));
+    }
+    return [largest, in, out]() {
+      // Compare natural values: float16/bfloat16 as float, bool as 0/1.
+      const aclDataType wide = is_floating(in.dtype) ? ACL_DOUBLE : ACL_INT64;
+      const Materialized src = materialize(in, wide);
+      Materialized result = allocate_contiguous({}, wide);
+      if (wide == ACL_DOUBLE) {
+        extreme_into(reinterpret_cast<const double*>(src.desc.data), in.numel(), largest,
+                     reinterpret_cast<double*>(result.desc.data));
+      } else {
+        extreme_into(reinterpret_cast<const int64_t*>(src.desc.data), in.numel(), largest,
+                     reinterpret_cast<int64_t*>(result.desc.data));
+      }
+      cast_kernel(make_operand(out, out.shape), make_operand(result.desc, out.shape), out.shape);
+    };
+  });
+}
+
 }  // namespace
 
 }  // namespace aclsim::opapi
@@ -121,3 +174,15 @@ OPAPI_EXPORT aclnnStatus aclnnReduceSumGetWorkspaceSize(const aclTensor* self, c
   return prepare_reduce_sum(self, dims, keepDims, dtype, out, workspaceSize, executor);
 }
 OPAPI_DEFINE_LAUNCH(aclnnReduceSum)
+
+OPAPI_EXPORT aclnnStatus aclnnMaxGetWorkspaceSize(const aclTensor* self, aclTensor* out, uint64_t* workspaceSize,
+                                                  aclOpExecutor** executor) {
+  return prepare_extreme("aclnnMax", true, self, out, workspaceSize, executor);
+}
+OPAPI_DEFINE_LAUNCH(aclnnMax)
+
+OPAPI_EXPORT aclnnStatus aclnnMinGetWorkspaceSize(const aclTensor* self, aclTensor* out, uint64_t* workspaceSize,
+                                                  aclOpExecutor** executor) {
+  return prepare_extreme("aclnnMin", false, self, out, workspaceSize, executor);
+}
+OPAPI_DEFINE_LAUNCH(aclnnMin)

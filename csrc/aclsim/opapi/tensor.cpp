@@ -179,11 +179,18 @@ OPAPI_EXPORT int aclGetViewShape(const aclTensor* tensor, int64_t** viewDims,
   if (tensor == nullptr || viewDims == nullptr || viewDimsNum == nullptr) {
     return aclsim::opapi::kErrParamNullptr;
   }
-  const auto& shape = tensor->desc.shape;
-  int64_t* dims = new (std::nothrow) int64_t[shape.empty() ? 1 : shape.size()];
-  if (dims == nullptr) return aclsim::opapi::kErrInner;
-  std::copy(shape.begin(), shape.end(), dims);
-  *viewDims = dims;
-  *viewDimsNum = shape.size();
-  return aclsim::opapi::kSuccess;
+  try {
+    std::vector<int64_t> shape = tensor->desc.shape;
+    if (tensor->result_shape != nullptr) {
+      const std::lock_guard<std::mutex> lock(tensor->result_shape->mutex);
+      if (tensor->result_shape->known) shape = tensor->result_shape->shape;
+    }
+    auto dims = std::make_unique<int64_t[]>(shape.empty() ? 1 : shape.size());
+    std::copy(shape.begin(), shape.end(), dims.get());
+    *viewDims = dims.release();  // the caller owns it now
+    *viewDimsNum = shape.size();
+    return aclsim::opapi::kSuccess;
+  } catch (...) {
+    return aclsim::opapi::kErrInner;
+  }
 }

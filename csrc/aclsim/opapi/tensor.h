@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace aclsim::opapi {
@@ -38,11 +39,23 @@ struct ScalarValue {
   std::array<unsigned char, 16> bytes{};
 };
 
+// The real shape of an output whose size depends on the data
+// (aclnnMaskedSelect): the operator writes it when it runs on the stream,
+// aclGetViewShape reads it after the caller synchronized the stream.
+// Shared with the executor, so it outlives an early aclDestroyTensor.
+struct ResultShape {
+  std::mutex mutex;
+  bool known = false;
+  std::vector<int64_t> shape;
+};
+
 }  // namespace aclsim::opapi
 
 // The ABI types are incomplete to torch_npu; these are their definitions.
 struct aclTensor {
   aclsim::opapi::TensorDesc desc;
+  // Set up by an operator with a data-dependent output shape; null otherwise.
+  std::shared_ptr<aclsim::opapi::ResultShape> result_shape;
 };
 
 struct aclScalar {
