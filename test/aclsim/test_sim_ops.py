@@ -182,10 +182,18 @@ class _OpApi:
         return self.lib.aclCreateTensorList(arr, len(tensors))
 
     def status(self, op: str, *args: object) -> int:
-        """The aclnnStatus of `op`'s first phase for `args` (pointers and ints)."""
+        """The aclnnStatus of `op`'s first phase for `args`: pointers, small ints, floats (double) and bools."""
         ct = self.ct
         fn = getattr(self.lib, op + "GetWorkspaceSize")
-        fn.argtypes = [ct.c_void_p if a is None or a > 255 or a < 0 else ct.c_int64 for a in args]  # type: ignore[operator]
+
+        def ctype(a: object) -> object:
+            if isinstance(a, bool):
+                return ct.c_bool
+            if isinstance(a, float):
+                return ct.c_double
+            return ct.c_int64 if 0 <= a <= 255 else ct.c_void_p  # type: ignore[operator]  # small ints: dims, dtypes
+
+        fn.argtypes = [ctype(a) for a in args]
         fn.argtypes += [ct.POINTER(ct.c_uint64), ct.POINTER(ct.c_void_p)]
         ws, ex = ct.c_uint64(), ct.c_void_p()
         return fn(*args, ct.byref(ws), ct.byref(ex))
@@ -235,6 +243,20 @@ def test_new_ops_refuse_bad_arguments() -> None:
     assert api.status("aclnnStack", wrong, 0, api.tensor(pair, f32)) != 0
     assert api.status("aclnnCat", api.tensor_list([api.tensor(x, f32)]), 5, api.tensor(x, f32)) != 0  # dim
     assert api.status("aclnnCat", api.tensor_list([api.tensor(x, f32)]), 0, api.tensor(x, f32)) != 0  # overlap
+    scalar, i64 = torch.zeros((), device=DEVICE), torch.zeros((), dtype=torch.int64, device=DEVICE)
+    dims = api.int_array([])
+    assert api.status("aclnnMean", api.tensor(x, f32), dims, False, f32, api.tensor(scalar, f32)) == 0
+    assert api.status("aclnnMean", api.tensor(x, f32), dims, False, api.INT64, api.tensor(i64, api.INT64)) != 0
+    assert api.status("aclnnAll", api.tensor(x, f32), dims, False, api.tensor(scalar, f32)) != 0  # out not bool
+    assert (
+        api.status("aclnnIsClose", api.tensor(x, f32), api.tensor(x, f32), 1e-5, 1e-8, False, api.tensor(flags, b8))
+        == 0
+    )
+    assert (
+        api.status("aclnnIsClose", api.tensor(x, f32), api.tensor(x, f32), -1.0, 1e-8, False, api.tensor(flags, b8))
+        != 0
+    )
+    assert api.status("aclnnNeg", api.tensor(flags, b8), api.tensor(flags, b8)) != 0
 
 
 def _sample(dtype: torch.dtype) -> torch.Tensor:
@@ -384,6 +406,80 @@ def test_cat_and_stack_match_cpu() -> None:
     assert mixed.dtype == torch.float32 and torch.equal(mixed, torch.cat([a, h]))
     empty = torch.empty(0, device=DEVICE)
     assert torch.equal(torch.cat([da, empty, db]).cpu(), torch.cat([a, torch.empty(0), b]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool], ids=str)
+def test_equal_isclose_allclose_match_cpu(dtype: torch.dtype) -> None:
+    """torch.equal (aclnnEqual), isclose (aclnnIsClose) and allclose (isclose + all): the CPU's answers."""
+    a = _sample(dtype)
+    d = a.to(DEVICE)
+    assert torch.equal(d, d.clone()) == torch.equal(a, a.clone())  # False for floats: NaN != NaN
+    finite = a[:, :2] if dtype.is_floating_point else a
+    df = finite.to(DEVICE)
+    assert torch.equal(df, df.clone()) and torch.equal(df.t(), finite.t().contiguous().to(DEVICE))
+    assert not torch.equal(df, df[:1])  # shapes differ
+    if dtype != torch.bool:
+        other = finite.clone()
+        other.view(-1)[3] += 1
+        assert not torch.equal(df, other.to(DEVICE))
+    if dtype.is_floating_point:
+        near = a + 1e-6 * a.abs()
+        for kwargs in ({}, {"equal_nan": True}, {"rtol": 0.0, "atol": 0.0}, {"rtol": 0.1, "atol": 0.5}):
+            got = torch.isclose(d, near.to(DEVICE), **kwargs).cpu()
+            assert torch.equal(got, torch.isclose(a, near, **kwargs)), kwargs
+        assert torch.allclose(df, finite.to(DEVICE) + 1e-7) == torch.allclose(finite, finite + 1e-7)
+        assert not torch.allclose(df, finite.to(DEVICE) + 1)
+
+
+REDUCTIONS = {
+    "all": lambda t: t.all(),
+    "any": lambda t: t.any(),
+    "all_dim": lambda t: t.all(1),
+    "any_dim_keepdim": lambda t: t.any(0, keepdim=True),
+    "all_strided": lambda t: t.t().all(1),
+    "all_empty": lambda t: t[:, :0].all(1),
+    "any_empty": lambda t: t[:, :0].any(1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REDUCTIONS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8, torch.bool], ids=str)
+def test_all_any_match_cpu(case: str, dtype: torch.dtype) -> None:
+    """Tensor.all / Tensor.any (aclnnAll, aclnnAny): values (NaN and 0.5 are true), dtype and shape as on the CPU."""
+    a = _sample(dtype)
+    if dtype.is_floating_point:
+        a[0, 1] = 0.5
+    for t in (a, torch.ones_like(a), torch.zeros_like(a)):
+        want = REDUCTIONS[case](t)
+        got = REDUCTIONS[case](t.to(DEVICE)).cpu()
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_mean_and_neg_match_cpu(dtype: torch.dtype) -> None:
+    """Tensor.mean (aclnnMean: all, dims, keepdim, dtype) and negation (aclnnNeg, in place too)."""
+    a = (torch.arange(24) % 7 - 3).reshape(2, 3, 4).to(dtype)
+    d = a.to(DEVICE)
+    for fn in (
+        lambda t: t.mean(),
+        lambda t: t.mean(1),
+        lambda t: t.mean((0, 2), keepdim=True),
+        lambda t: t.transpose(0, 2).mean(-1),
+        lambda t: t.mean(1, dtype=torch.float64),
+        lambda t: -t,
+        lambda t: t.transpose(1, 2).neg(),
+    ):
+        want, got = fn(a), fn(d).cpu()
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.allclose(got, want, rtol=1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-6)
+    assert torch.isnan(d[:, :0].mean(1).cpu()).all()  # the mean of nothing is NaN, as on the CPU
+    ints = torch.tensor([5, -3, -(2**63)], dtype=torch.int64)
+    assert torch.equal((-ints.to(DEVICE)).cpu(), -ints)  # wraps like the CPU
+    assert torch.equal(ints.to(DEVICE).mean(dtype=torch.float64).cpu(), ints.mean(dtype=torch.float64))
+    dev = d.clone()
+    dev.neg_()
+    assert torch.equal(dev.cpu(), -a)
 
 
 PRINTED = {

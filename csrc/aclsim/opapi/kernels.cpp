@@ -237,11 +237,43 @@ void unary_kernel(UnaryOp op, const Operand& out, const Operand& a, const std::v
       });
     };
     if constexpr (std::is_floating_point_v<M>) {
-      if (op == UnaryOp::Abs) return run([](M x) { return std::fabs(x); });
-      return run([](M x) { return std::ceil(x); });
+      switch (op) {
+        case UnaryOp::Abs: return run([](M x) { return std::fabs(x); });
+        case UnaryOp::Neg: return run([](M x) { return -x; });
+        case UnaryOp::Ceil: return run([](M x) { return std::ceil(x); });
+      }
     } else {
-      if (op == UnaryOp::Abs) return run([](M x) { return x < 0 ? wrap_sub(0, x) : x; });
-      return run([](M x) { return x; });
+      switch (op) {
+        case UnaryOp::Abs: return run([](M x) { return x < 0 ? wrap_sub(0, x) : x; });
+        case UnaryOp::Neg: return run([](M x) { return wrap_sub(0, x); });
+        case UnaryOp::Ceil: return run([](M x) { return x; });
+      }
+    }
+  });
+}
+
+void isclose_kernel(const Operand& out, const Operand& a, const Operand& b, double rtol, double atol,
+                    bool equal_nan, const std::vector<int64_t>& shape) {
+  dispatch_dtype(a.dtype, [&](auto c) {
+    using T = decltype(c);
+    using M = opmath_t<T>;
+    if constexpr (std::is_floating_point_v<M>) {
+      const M rt = static_cast<M>(rtol);
+      const M at = static_cast<M>(atol);
+      auto get = [](const char* p) { return value_cast<M>(load(read<T>(p))); };
+      for_each_element<1, sizeof(T), sizeof(T)>(shape, {&out, &a, &b}, [&](char* o, char* x, char* y) {
+        const M u = get(x);
+        const M v = get(y);
+        bool close = u == v;  // also equal infinities
+        if (std::isnan(u) || std::isnan(v)) {
+          close = equal_nan && std::isnan(u) && std::isnan(v);
+        } else if (!close && std::isfinite(u) && std::isfinite(v)) {
+          close = std::fabs(u - v) <= at + rt * std::fabs(v);
+        }
+        write<b8>(o, store<b8>(close));
+      });
+    } else {
+      throw_invalid("isclose computes in a floating dtype, not " + dtype_name(a.dtype));
     }
   });
 }

@@ -61,11 +61,18 @@ enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
 void compare_kernel(CompareOp op, const Operand& out, const Operand& a, const Input& b,
                     const std::vector<int64_t>& shape);
 
-enum class UnaryOp { Abs, Ceil };
+enum class UnaryOp { Abs, Neg, Ceil };
 
-// out = OP(a), `out` and `a` of the same dtype. Abs wraps for the most
-// negative integer (as PyTorch's CPU kernel); Ceil leaves integers as they are.
+// out = OP(a), `out` and `a` of the same dtype. Abs and Neg wrap for the
+// most negative integer (as PyTorch's CPU kernels); Ceil leaves integers as
+// they are.
 void unary_kernel(UnaryOp op, const Operand& out, const Operand& a, const std::vector<int64_t>& shape);
+
+// out = |a - b| <= atol + rtol * |b| (or a == b) for `a` and `b` of the same
+// floating dtype, computed in its opmath type; NaNs are close to each other
+// only when `equal_nan`. `out` is bool.
+void isclose_kernel(const Operand& out, const Operand& a, const Operand& b, double rtol, double atol,
+                    bool equal_nan, const std::vector<int64_t>& shape);
 
 // out = isfinite(a) for `a` of any dtype (integers and bools are finite);
 // `out` is bool.

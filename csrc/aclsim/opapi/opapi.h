@@ -19,13 +19,14 @@
 //                    aclnnMuls, aclnnInplaceMul, aclnnInplaceMuls, aclnnDiv,
 //                    aclnnDivs, aclnnInplaceDiv, aclnnInplaceDivs
 //   ops_compare.cpp  aclnn{Eq,Ne,Lt,Le,Gt,Ge}{Tensor,Scalar} and their
-//                    aclnnInplace* forms
+//                    aclnnInplace* forms, aclnnEqual, aclnnIsClose
 //   ops_bitwise.cpp  aclnnBitwise{And,Or,Xor}{Tensor,Scalar} and their
 //                    aclnnInplace* forms
-//   ops_unary.cpp    aclnnAbs, aclnnCeil, aclnnInplaceCeil, aclnnIsFinite
+//   ops_unary.cpp    aclnnAbs, aclnnNeg, aclnnCeil, aclnnInplaceCeil, aclnnIsFinite
 //   ops_copy.cpp     aclnnInplaceCopy, aclnnCast
 //   ops_arange.cpp   aclnnArange
-//   ops_reduce.cpp   aclnnReduceSum, aclnnMax, aclnnMin
+//   ops_reduce.cpp   aclnnReduceSum, aclnnMean, aclnnAll, aclnnAny, aclnnMax,
+//                    aclnnMin
 //   ops_select.cpp   aclnnMaskedSelect (data-dependent output size)
 //   ops_join.cpp     aclnnCat, aclnnStack
 // Dtypes: float32, float16, bfloat16, float64, int8, uint8, int16, int32,

@@ -1,16 +1,25 @@
-// Reductions: aclnnReduceSum (torch.sum, Tensor.sum(dim, keepdim, dtype)),
-// aclnnMax and aclnnMin (Tensor.max(), Tensor.min() without a dim).
+// Reductions over some or all dimensions (empty `dims` reduce every one):
 //
-// The sum runs in float64 for floating inputs and in int64 otherwise (bool
-// counts ones), over a contiguous copy of the input, and is cast to `out`'s
-// dtype at the end: at least as exact as PyTorch's CPU kernel, which
-// accumulates float32 in float32. Empty `dims` reduce every dimension; a
-// reduced dimension of size 0 sums to 0.
+//   Tensor.sum(dim, keepdim, dtype)    aclnnReduceSum (self, dims, keepdim, dtype, out)
+//   Tensor.mean(dim, keepdim, dtype)   aclnnMean      (self, dims, keepdim, dtype, out)
+//   Tensor.all(dim, keepdim)           aclnnAll       (self, dims, keepdim, out)
+//   Tensor.any(dim, keepdim)           aclnnAny       (self, dims, keepdim, out)
+//   Tensor.max(), Tensor.min()         aclnnMax, aclnnMin (self, out): every element
+//
+// Sum and mean run in float64 for floating inputs and sum in int64 otherwise
+// (bool counts ones), over a contiguous copy of the input, and are cast to
+// `out`'s dtype at the end: at least as exact as PyTorch's CPU kernel, which
+// accumulates float32 in float32. A reduced dimension of size 0 sums to 0;
+// its mean is NaN. Mean needs a floating `out`, as PyTorch. All and any
+// test "!= 0" (NaN is true) and write bool, or uint8 for a uint8 self.
 //
 // Max and min reduce every element into a 0-dim `out` of self's dtype; a
 // NaN anywhere gives NaN, as in PyTorch. An empty self is refused (PyTorch
 // asks for a dim then).
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -51,10 +60,10 @@ std::vector<int64_t> reduced_shape(const std::vector<int64_t>& shape, const std:
   return out;
 }
 
-// acc[j] += src[i] for every element i of the contiguous `src` (shape
-// `shape`), j being i's index with the reduced dimensions dropped.
-template <class T>
-void sum_into(const T* src, T* acc, const std::vector<int64_t>& shape, const std::vector<bool>& reduced) {
+// acc[j] = f(acc[j], src[i]) for every element i of the contiguous `src`
+// (shape `shape`), j being i's index with the reduced dimensions dropped.
+template <class T, class F>
+void fold_into(const T* src, T* acc, const std::vector<int64_t>& shape, const std::vector<bool>& reduced, F f) {
   const size_t rank = shape.size();
   // The step of each input dimension in the (contiguous) accumulator.
   std::vector<int64_t> acc_step(rank, 0);
@@ -69,7 +78,7 @@ void sum_into(const T* src, T* acc, const std::vector<int64_t>& shape, const std
   const int64_t n = shape_numel(shape);
   int64_t j = 0;
   for (int64_t i = 0; i < n; ++i) {
-    acc[j] += src[i];
+    acc[j] = f(acc[j], src[i]);
     for (size_t d = rank; d-- > 0;) {  // odometer over the input's shape
       j += acc_step[d];
       if (++index[d] < shape[d]) break;
@@ -79,38 +88,84 @@ void sum_into(const T* src, T* acc, const std::vector<int64_t>& shape, const std
   }
 }
 
-aclnnStatus prepare_reduce_sum(const aclTensor* self, const aclIntArray* dims, bool keep_dims, aclDataType dtype,
-                               aclTensor* out_tensor, uint64_t* workspace_size, aclOpExecutor** executor) {
-  return prepare("aclnnReduceSum", workspace_size, executor, [&]() -> std::function<void()> {
+enum class Reduction { Sum, Mean, All, Any };
+
+// The dtype a reduction accumulates in: float64 / int64 for sum and mean,
+// bool for all and any (the input is first turned into "!= 0").
+aclDataType accumulator_dtype(Reduction kind, aclDataType in) {
+  if (kind == Reduction::All || kind == Reduction::Any) return ACL_BOOL;
+  return is_floating(in) ? ACL_DOUBLE : ACL_INT64;
+}
+
+// Runs the reduction of the contiguous accumulator-dtype `src` into `acc`
+// (zeroed, shape of out), then finishes a mean by dividing by `count`.
+void reduce_into(Reduction kind, const Materialized& src, Materialized& acc, const std::vector<int64_t>& shape,
+                 const std::vector<bool>& reduced, int64_t count) {
+  auto* a = acc.desc.data;
+  const auto* s = src.desc.data;
+  const int64_t n = shape_numel(acc.desc.shape);
+  switch (kind) {
+    case Reduction::Sum:
+    case Reduction::Mean:
+      if (acc.desc.dtype == ACL_DOUBLE) {
+        auto* d = static_cast<double*>(a);
+        fold_into(static_cast<const double*>(s), d, shape, reduced, [](double x, double y) { return x + y; });
+        if (kind == Reduction::Mean) {
+          for (int64_t i = 0; i < n; ++i) d[i] /= static_cast<double>(count);  // 0/0 is NaN
+        }
+      } else {
+        fold_into(static_cast<const int64_t*>(s), static_cast<int64_t*>(a), shape, reduced,
+                  [](int64_t x, int64_t y) { return static_cast<int64_t>(static_cast<uint64_t>(x) + y); });
+      }
+      return;
+    case Reduction::All:
+      std::fill_n(static_cast<uint8_t*>(a), n, uint8_t{1});
+      fold_into(static_cast<const uint8_t*>(s), static_cast<uint8_t*>(a), shape, reduced,
+                [](uint8_t x, uint8_t y) { return static_cast<uint8_t>(x & y); });
+      return;
+    case Reduction::Any:
+      fold_into(static_cast<const uint8_t*>(s), static_cast<uint8_t*>(a), shape, reduced,
+                [](uint8_t x, uint8_t y) { return static_cast<uint8_t>(x | y); });
+      return;
+  }
+}
+
+// `dtype` is the caller's dtype argument (sum, mean) or nullopt (all, any).
+aclnnStatus prepare_reduce(const char* op, Reduction kind, const aclTensor* self, const aclIntArray* dims,
+                           bool keep_dims, std::optional<aclDataType> dtype, aclTensor* out_tensor,
+                           uint64_t* workspace_size, aclOpExecutor** executor) {
+  return prepare(op, workspace_size, executor, [&]() -> std::function<void()> {
     const TensorDesc& in = tensor_arg("self", self);
     const TensorDesc& out = tensor_arg("out", out_tensor);
     check_tensor("self", in);
     check_tensor("out", out);
-    if (dtype != out.dtype) {
-      throw_invalid("dtype " + std::to_string(static_cast<int>(dtype)) + " differs from out's dtype " +
-                    std::to_string(static_cast<int>(out.dtype)));
+    if (dtype.has_value() && *dtype != out.dtype) {
+      throw_invalid("dtype " + dtype_name(*dtype) + " differs from out's dtype " + dtype_name(out.dtype));
+    }
+    if (kind == Reduction::Mean && !is_floating(out.dtype)) {
+      throw_invalid("mean needs a floating output dtype, got " + dtype_name(out.dtype) +
+                    "; pass a floating dtype or convert self first");
+    }
+    if ((kind == Reduction::All || kind == Reduction::Any) && out.dtype != ACL_BOOL && out.dtype != ACL_UINT8) {
+      throw_invalid("out must be bool or uint8, not " + dtype_name(out.dtype));
     }
     const std::vector<bool> reduced = reduced_dims(dims, static_cast<int64_t>(in.shape.size()));
     const std::vector<int64_t> expect = reduced_shape(in.shape, reduced, keep_dims);
     if (out.shape != expect) {
-      throw_invalid("out has shape " + shape_text(out.shape) + ", the sum of self " + shape_text(in.shape) +
+      throw_invalid("out has shape " + shape_text(out.shape) + ", the reduction of self " + shape_text(in.shape) +
                     " has shape " + shape_text(expect));
     }
     if (overlaps(in, out)) throw_invalid("out overlaps self");
-    const aclDataType acc_dtype = is_floating(in.dtype) ? ACL_DOUBLE : ACL_INT64;
-    return [in, out, reduced, acc_dtype]() {
+    int64_t count = 1;
+    for (size_t i = 0; i < in.shape.size(); ++i) {
+      if (reduced[i]) count *= in.shape[i];
+    }
+    const aclDataType acc_dtype = accumulator_dtype(kind, kind == Reduction::Mean ? out.dtype : in.dtype);
+    return [kind, in, out, reduced, acc_dtype, count]() {
       if (out.numel() == 0) return;
       Materialized acc = allocate_contiguous(out.shape, acc_dtype);  // zeroed
-      if (in.numel() > 0) {
-        const Materialized src = materialize(in, acc_dtype);
-        if (acc_dtype == ACL_DOUBLE) {
-          sum_into(reinterpret_cast<const double*>(src.desc.data), reinterpret_cast<double*>(acc.desc.data),
-                   in.shape, reduced);
-        } else {
-          sum_into(reinterpret_cast<const int64_t*>(src.desc.data), reinterpret_cast<int64_t*>(acc.desc.data),
-                   in.shape, reduced);
-        }
-      }
+      const Materialized src = materialize(in, acc_dtype);
+      reduce_into(kind, src, acc, in.shape, reduced, count);
       cast_kernel(make_operand(out, out.shape), make_operand(acc.desc, out.shape), out.shape);
     };
   });
@@ -171,9 +226,29 @@ using namespace aclsim::opapi;
 OPAPI_EXPORT aclnnStatus aclnnReduceSumGetWorkspaceSize(const aclTensor* self, const aclIntArray* dims,
                                                         bool keepDims, aclDataType dtype, aclTensor* out,
                                                         uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return prepare_reduce_sum(self, dims, keepDims, dtype, out, workspaceSize, executor);
+  return prepare_reduce("aclnnReduceSum", Reduction::Sum, self, dims, keepDims, dtype, out, workspaceSize,
+                        executor);
 }
 OPAPI_DEFINE_LAUNCH(aclnnReduceSum)
+
+OPAPI_EXPORT aclnnStatus aclnnMeanGetWorkspaceSize(const aclTensor* self, const aclIntArray* dim, bool keepdim,
+                                                   aclDataType dtype, aclTensor* out, uint64_t* workspaceSize,
+                                                   aclOpExecutor** executor) {
+  return prepare_reduce("aclnnMean", Reduction::Mean, self, dim, keepdim, dtype, out, workspaceSize, executor);
+}
+OPAPI_DEFINE_LAUNCH(aclnnMean)
+
+OPAPI_EXPORT aclnnStatus aclnnAllGetWorkspaceSize(const aclTensor* self, const aclIntArray* dim, bool keepdim,
+                                                  aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepare_reduce("aclnnAll", Reduction::All, self, dim, keepdim, std::nullopt, out, workspaceSize, executor);
+}
+OPAPI_DEFINE_LAUNCH(aclnnAll)
+
+OPAPI_EXPORT aclnnStatus aclnnAnyGetWorkspaceSize(const aclTensor* self, const aclIntArray* dim, bool keepdim,
+                                                  aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepare_reduce("aclnnAny", Reduction::Any, self, dim, keepdim, std::nullopt, out, workspaceSize, executor);
+}
+OPAPI_DEFINE_LAUNCH(aclnnAny)
 
 OPAPI_EXPORT aclnnStatus aclnnMaxGetWorkspaceSize(const aclTensor* self, aclTensor* out, uint64_t* workspaceSize,
                                                   aclOpExecutor** executor) {

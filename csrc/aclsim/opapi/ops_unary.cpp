@@ -1,13 +1,16 @@
 // Elementwise functions of one tensor:
 //
 //   x.abs(), abs(out=), abs_()     aclnnAbs       (self, out)
+//   -x, x.neg(), neg_()            aclnnNeg       (self, out)
 //   x.ceil(), ceil(out=)           aclnnCeil      (self, out)
 //   x.ceil_()                      aclnnInplaceCeil (selfRef)
 //   torch.isfinite(x)              aclnnIsFinite  (self, out), out bool
 //
 // Abs and Ceil compute in self's dtype and cast to out's; torch_npu passes
-// the same tensor as self and out for abs_(). Abs of bool is refused, as
-// PyTorch refuses it.
+// the same tensor as self and out for abs_() and neg_(). Abs and Neg of bool
+// are refused, as PyTorch refuses them.
+#include <string>
+
 #include "dtype.h"
 #include "opapi.h"
 
@@ -16,7 +19,7 @@ namespace aclsim::opapi {
 namespace {
 
 // What an operator of this file computes.
-enum class Function { Abs, Ceil, IsFinite };
+enum class Function { Abs, Neg, Ceil, IsFinite };
 
 aclnnStatus prepare_unary(const char* op, Function fn, const aclTensor* self, const aclTensor* out_tensor,
                           uint64_t* workspace_size, aclOpExecutor** executor) {
@@ -28,7 +31,10 @@ aclnnStatus prepare_unary(const char* op, Function fn, const aclTensor* self, co
     if (in.shape != out.shape) {
       throw_invalid("out has shape " + shape_text(out.shape) + ", self has shape " + shape_text(in.shape));
     }
-    if (fn == Function::Abs && in.dtype == ACL_BOOL) throw_invalid("self: abs of a bool tensor is not supported");
+    if ((fn == Function::Abs || fn == Function::Neg) && in.dtype == ACL_BOOL) {
+      throw_invalid(std::string("self: ") + (fn == Function::Abs ? "abs" : "negation") +
+                    " of a bool tensor is not supported");
+    }
     const aclDataType result = fn == Function::IsFinite ? ACL_BOOL : in.dtype;
     if (!can_cast(result, out.dtype)) {
       throw_invalid("result type " + dtype_name(result) + " can't be cast to the desired output type " +
@@ -42,7 +48,8 @@ aclnnStatus prepare_unary(const char* op, Function fn, const aclTensor* self, co
         if (fn == Function::IsFinite) {
           isfinite_kernel(o, a, out.shape);
         } else {
-          unary_kernel(fn == Function::Abs ? UnaryOp::Abs : UnaryOp::Ceil, o, a, out.shape);
+          const UnaryOp u = fn == Function::Abs ? UnaryOp::Abs : fn == Function::Neg ? UnaryOp::Neg : UnaryOp::Ceil;
+          unary_kernel(u, o, a, out.shape);
         }
       });
     };
@@ -60,6 +67,12 @@ OPAPI_EXPORT aclnnStatus aclnnAbsGetWorkspaceSize(const aclTensor* self, aclTens
   return prepare_unary("aclnnAbs", Function::Abs, self, out, workspaceSize, executor);
 }
 OPAPI_DEFINE_LAUNCH(aclnnAbs)
+
+OPAPI_EXPORT aclnnStatus aclnnNegGetWorkspaceSize(const aclTensor* self, aclTensor* out, uint64_t* workspaceSize,
+                                                  aclOpExecutor** executor) {
+  return prepare_unary("aclnnNeg", Function::Neg, self, out, workspaceSize, executor);
+}
+OPAPI_DEFINE_LAUNCH(aclnnNeg)
 
 OPAPI_EXPORT aclnnStatus aclnnCeilGetWorkspaceSize(const aclTensor* self, aclTensor* out, uint64_t* workspaceSize,
                                                    aclOpExecutor** executor) {
