@@ -154,8 +154,11 @@ def import_tensor(data: bytes, device: int | str | torch.device | None = None) -
         RuntimeError: if the producer is gone, or the descriptor was already used.
     """
     fields, dtype, sizes, strides, offset, requires_grad = _decode(data)
-    target = fields[1] if device is None else npu_index(device, what="import_tensor device")
+    # -1: the producer's device index, checked by the core against this process's devices.
+    target = -1 if device is None else npu_index(device, what="import_tensor device")
     if fields[5] == 0:
+        if target < 0:
+            target = npu_index(fields[1], what="the producer's device")
         out = torch.empty(sizes, dtype=dtype, device=f"npu:{target}")
         if requires_grad:
             out.requires_grad_(True)

@@ -46,13 +46,19 @@ bool EventManager::drained(const Retired& r, bool force) const {
   return true;
 }
 
-void EventManager::destroy(const Retired& r) {
+void EventManager::destroy(const Retired& r) noexcept {
   auto destroy = acl().DestroyEvent;
   if (destroy == nullptr) return;
-  AclDeviceGuard guard(r.device);
-  for (aclrtEvent fence : r.fences) destroy(fence);
-  destroy(r.event);
-  ++stats_.destroyed;
+  try {
+    AclDeviceGuard guard(r.device);
+    for (aclrtEvent fence : r.fences) destroy(fence);
+    destroy(r.event);
+    ++stats_.destroyed;
+  } catch (...) {
+    // The device cannot be selected any more (the runtime is going away):
+    // its teardown reclaims the events. Never throw: an IpcEvent's
+    // destructor gets here through retire().
+  }
 }
 
 void EventManager::retire(aclrtEvent event, c10::DeviceIndex device, std::vector<aclrtEvent> fences, bool exported) {

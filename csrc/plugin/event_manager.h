@@ -61,7 +61,7 @@ class EventManager {
     std::chrono::steady_clock::time_point not_before;
   };
   bool drained(const Retired& r, bool force) const;
-  void destroy(const Retired& r);
+  void destroy(const Retired& r) noexcept;
 
   std::mutex mu_;
   std::deque<Retired> retired_;

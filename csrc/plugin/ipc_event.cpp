@@ -56,7 +56,13 @@ std::shared_ptr<IpcEvent> IpcEvent::create(c10::DeviceIndex device) {
   NPU_IPC_ACL(IpcGetEventHandle, kFeature);
   AclDeviceGuard guard(device);
   aclrtEvent ev = nullptr;
-  check(create(&ev, ACL_EVENT_IPC), "aclrtCreateEventExWithFlag(ACL_EVENT_IPC)");
+  const aclError rc = create(&ev, ACL_EVENT_IPC);
+  TORCH_CHECK(rc != ACL_ERROR_RT_NO_EVENT_RESOURCE, acl_failure("aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", rc),
+              "\nDevice ", static_cast<int>(device),
+              " has no IPC event left (CANN allows 65,536 per device). Drop the interprocess Events you no longer "
+              "need; each tensor sent but not yet received holds one until it is received or "
+              "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes (TORCH_NPU_IPC_MAX_INFLIGHT bounds how many).");
+  check(rc, "aclrtCreateEventExWithFlag(ACL_EVENT_IPC)");
   EventManager::get().note_created();
   return std::make_shared<IpcEvent>(Key{}, ev, device, /*imported=*/false);
 }
@@ -80,12 +86,16 @@ IpcEvent::IpcEvent(Key, aclrtEvent event, c10::DeviceIndex device, bool imported
     : event_(event), device_(device), imported_(imported) {}
 
 IpcEvent::~IpcEvent() {
-  std::vector<aclrtEvent> fences;
-  fences.reserve(fences_.size());
-  for (const auto& kv : fences_) fences.push_back(kv.second);
-  // An imported event's handle did not leave this process because of us;
-  // only events this process exported get the grace period.
-  EventManager::get().retire(event_, device_, std::move(fences), !imported_ && !handle_.empty());
+  try {
+    std::vector<aclrtEvent> fences;
+    fences.reserve(fences_.size());
+    for (const auto& kv : fences_) fences.push_back(kv.second);
+    // An imported event's handle did not leave this process because of us;
+    // only events this process exported get the grace period.
+    EventManager::get().retire(event_, device_, std::move(fences), !imported_ && !handle_.empty());
+  } catch (...) {
+    // Out of memory while retiring: leak the event rather than terminate.
+  }
 }
 
 void IpcEvent::fence_locked(aclrtStream stream) {

@@ -26,15 +26,25 @@ int64_t segments_freed(c10::DeviceIndex device) {
   return stats.segment[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].freed;
 }
 
+using SegmentId = std::tuple<int, uintptr_t, size_t>;  // device, base, size
+
+SegmentId segment_id(c10::DeviceIndex device, void* base, size_t size) {
+  return std::make_tuple(static_cast<int>(device), reinterpret_cast<uintptr_t>(base), size);
+}
+
 struct ExportCache {
   std::mutex mu;
-  std::map<std::tuple<int, uintptr_t, size_t>, std::string> keys;
-  std::map<int, int64_t> freed_seen;  // per device: segments freed when keys were cached
+  std::map<SegmentId, std::string> keys;
+  std::map<SegmentId, int64_t> pins;  // shared blocks per segment
+  std::map<int, int64_t> freed_seen;  // per device: segments freed when keys were last checked
 };
 
+// Both caches are never destroyed: storages (and their pins and imports)
+// may die during interpreter shutdown, after static destructors ran, and
+// closing keys then would call a runtime that is already finalized.
 ExportCache& exports() {
-  static ExportCache c;
-  return c;
+  static ExportCache* c = std::make_unique<ExportCache>().release();
+  return *c;
 }
 
 struct ImportCache {
@@ -48,8 +58,8 @@ struct ImportCache {
 constexpr size_t kRecentImports = 64;
 
 ImportCache& imports() {
-  static ImportCache c;
-  return c;
+  static ImportCache* c = std::make_unique<ImportCache>().release();
+  return *c;
 }
 
 }  // namespace
@@ -65,9 +75,11 @@ ExportedBlock export_block(c10::DeviceIndex device, void* ptr) {
   std::lock_guard<std::mutex> lock(c.mu);
   const int64_t freed = segments_freed(device);
   if (auto it = c.freed_seen.find(device); it != c.freed_seen.end() && it->second != freed) {
-    // Some segment of this device went back to the runtime: drop its keys.
+    // Some segment of this device went back to the runtime: drop the keys
+    // that might name it. A pinned segment still holds a shared block, so
+    // it was not freed, and its key stays valid for descriptors in flight.
     for (auto k = c.keys.begin(); k != c.keys.end();) {
-      if (std::get<0>(k->first) == device) {
+      if (std::get<0>(k->first) == device && c.pins.count(k->first) == 0) {
         close(k->second.c_str());
         k = c.keys.erase(k);
       } else {
@@ -76,7 +88,7 @@ ExportedBlock export_block(c10::DeviceIndex device, void* ptr) {
     }
   }
   c.freed_seen[device] = freed;
-  auto id = std::make_tuple(static_cast<int>(device), reinterpret_cast<uintptr_t>(base), size);
+  auto id = segment_id(device, base, size);
   auto it = c.keys.find(id);
   if (it == c.keys.end()) {
     AclDeviceGuard guard(device);
@@ -84,7 +96,21 @@ ExportedBlock export_block(c10::DeviceIndex device, void* ptr) {
     check(get_key(base, size, key, sizeof(key), kExportFlags), "aclrtIpcMemGetExportKey");
     it = c.keys.emplace(id, std::string(key, strnlen(key, sizeof(key)))).first;
   }
-  return ExportedBlock{it->second, base, size};
+  return ExportedBlock{it->second, base, size, std::make_unique<ExportPin>(ExportPin::Token{}, device, base, size)};
+}
+
+// Made by export_block with the cache's lock held, so no other thread's
+// invalidation pass can close the key between its lookup and the pin.
+ExportPin::ExportPin(Token, c10::DeviceIndex device, void* base, size_t size)
+    : device_(device), base_(base), size_(size) {
+  ++exports().pins[segment_id(device_, base_, size_)];
+}
+
+ExportPin::~ExportPin() {
+  ExportCache& c = exports();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.pins.find(segment_id(device_, base_, size_));
+  if (it != c.pins.end() && --it->second == 0) c.pins.erase(it);
 }
 
 std::shared_ptr<Import> Import::get(const std::string& key, c10::DeviceIndex device, c10::DeviceIndex producer_device) {

@@ -1,10 +1,12 @@
 // IPC memory: producer-side export keys for caching-allocator segments and
 // consumer-side imports, both cached.
 //
-// Producer: one ACL key per (device, segment base, size). A key outlives
-// nothing: when the allocator frees any segment of the device (it only does
-// so in empty_cache or on OOM), all cached keys of that device are closed
-// and re-exported on next use, so a key never names freed memory.
+// Producer: one ACL key per (device, segment base, size). A key never names
+// freed memory: when the allocator frees any segment of the device (it only
+// does so in empty_cache or on OOM), every cached key of that device that no
+// ExportPin holds is closed and re-exported on next use. A pinned key stays:
+// its segment holds a block still shared, so it cannot have been freed, and
+// receivers of descriptors in flight still import it.
 // Consumer: one import per (key, device), shared by every storage rebuilt
 // from it; the 64 most recent stay mapped after their last storage died,
 // older ones are closed when their last storage is gone.
@@ -21,13 +23,35 @@ namespace torch_npu_ipc {
 
 constexpr size_t kIpcKeySize = 65;
 
-struct ExportedBlock {
-  std::string key;       // ACL IPC key (NUL-trimmed)
-  void* base = nullptr;  // segment base
-  size_t size = 0;       // bytes exported
+struct ExportedBlock;
+
+// Keeps the cached key of a block's segment open while the block is shared
+// (held by the producer's context of a shared storage).
+class ExportPin {
+  struct Token {};
+
+ public:
+  ExportPin(Token, c10::DeviceIndex device, void* base, size_t size);  // only export_block makes pins
+  ~ExportPin();
+  ExportPin(const ExportPin&) = delete;
+  ExportPin& operator=(const ExportPin&) = delete;
+
+ private:
+  friend ExportedBlock export_block(c10::DeviceIndex device, void* ptr);
+  c10::DeviceIndex device_;
+  void* base_;
+  size_t size_;
 };
 
-// Export key of the allocator segment holding `ptr` on `device`.
+struct ExportedBlock {
+  std::string key;                  // ACL IPC key (NUL-trimmed)
+  void* base = nullptr;             // segment base
+  size_t size = 0;                  // bytes exported
+  std::unique_ptr<ExportPin> pin;   // keeps `key` open while held
+};
+
+// Export key of the allocator segment holding `ptr` on `device`, pinned:
+// the key stays valid while the returned pin (or a pin moved out of it) lives.
 ExportedBlock export_block(c10::DeviceIndex device, void* ptr);
 
 // An imported block; closes its key when the last user drops it.

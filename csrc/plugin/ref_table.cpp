@@ -26,7 +26,7 @@
 namespace torch_npu_ipc {
 namespace {
 
-constexpr uint32_t kMagic = 0x54524546;  // "TREF"
+constexpr uint32_t kMagic = 0x54524633;  // "TRF3": layout with holder start times and fingerprints
 constexpr char kPrefix[] = "torch_npu_ipc.";
 // Tables a receiver keeps mapped after its last tensor of them died.
 constexpr size_t kRecentTables = 16;
@@ -41,8 +41,11 @@ struct Header {
   uint32_t next_hint;
 };
 
-// Header, then one state word per slot, then one block tag per slot.
-constexpr size_t kBytes = sizeof(Header) + 2 * sizeof(std::atomic<uint64_t>) * RefTable::kSlots;
+// Header, then four words per slot, array by array: the state word; the
+// block tag; the holder word, (generation << 32) | low 32 bits of the
+// claiming process's start time, written by the receiver right after its
+// claim; the fingerprint of what the send describes.
+constexpr size_t kBytes = sizeof(Header) + 4 * sizeof(std::atomic<uint64_t>) * RefTable::kSlots;
 
 uint64_t pack(uint32_t gen, SlotState st, int32_t pid) {
   return (uint64_t{gen} << 32) | (uint64_t(static_cast<uint32_t>(st)) << 30) | (uint32_t(pid) & 0x3FFFFFFFu);
@@ -70,7 +73,19 @@ uint64_t start_time(int32_t pid) {
   return st;
 }
 
-bool alive(int32_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM) && start_time(pid) != 0; }
+// This process's start time (recomputed in a forked child).
+uint64_t my_start_time() {
+  static std::atomic<int32_t> pid{0};
+  static std::atomic<uint64_t> start{0};
+  const int32_t me = static_cast<int32_t>(getpid());
+  if (pid.load() != me) {
+    start.store(start_time(me));
+    pid.store(me);
+  }
+  return start.load();
+}
+
+uint64_t pack_holder(uint32_t gen, uint64_t start) { return (uint64_t{gen} << 32) | (start & 0xFFFFFFFFu); }
 
 std::string pidns() {
   char buf[64] = {};
@@ -268,6 +283,10 @@ std::atomic<uint64_t>* RefTable::word(uint32_t index) const {
 
 std::atomic<uint64_t>* RefTable::tag_word(uint32_t index) const { return word(kSlots + index); }
 
+std::atomic<uint64_t>* RefTable::holder_word(uint32_t index) const { return word(2 * kSlots + index); }
+
+std::atomic<uint64_t>* RefTable::fingerprint_word(uint32_t index) const { return word(3 * kSlots + index); }
+
 int32_t RefTable::owner_pid() const { return static_cast<Header*>(base_)->owner_pid; }
 
 bool RefTable::owner_alive() const {
@@ -307,7 +326,7 @@ bool RefTable::owner_in_proc() const {
   return st != 0 && (owner_start_ == 0 || st == owner_start_);
 }
 
-bool RefTable::take(SlotRef* out, uint64_t tag) {
+bool RefTable::take(SlotRef* out, uint64_t tag, uint64_t fingerprint) {
   auto* h = static_cast<Header*>(base_);
   const int32_t me = static_cast<int32_t>(getpid());
   uint32_t start = __atomic_load_n(&h->next_hint, __ATOMIC_RELAXED);
@@ -322,6 +341,7 @@ bool RefTable::take(SlotRef* out, uint64_t tag) {
       // tag for a moment, which only keeps a block in limbo a little longer
       // (a forwarder's own slot, tagged alike, is live throughout).
       tag_word(i)->store(tag);
+      fingerprint_word(i)->store(fingerprint);
       __atomic_store_n(&h->next_hint, (i + 1) % kSlots, __ATOMIC_RELAXED);
       *out = SlotRef{i, gen};
       return true;
@@ -335,7 +355,14 @@ bool RefTable::claim(const SlotRef& ref) {
   std::atomic<uint64_t>* w = word(ref.index);
   uint64_t cur = w->load();
   if (gen_of(cur) != ref.generation || state_of(cur) != SlotState::Sent) return false;
-  return w->compare_exchange_strong(cur, pack(ref.generation, SlotState::Claimed, static_cast<int32_t>(getpid())));
+  if (!w->compare_exchange_strong(cur, pack(ref.generation, SlotState::Claimed, static_cast<int32_t>(getpid())))) {
+    return false;
+  }
+  // Tells a later process with our pid apart from us. Until it is written
+  // the owner judges the holder by pid alone (never wrongly dead); the
+  // generation makes a word left by an earlier holder of the slot void.
+  holder_word(ref.index)->store(pack_holder(ref.generation, my_start_time()));
+  return true;
 }
 
 void RefTable::release(const SlotRef& ref) {
@@ -394,6 +421,14 @@ uint64_t RefTable::tag(const SlotRef& ref) const {
   return gen_of(word(ref.index)->load()) == ref.generation ? t : 0;
 }
 
+bool RefTable::fingerprint(const SlotRef& ref, uint64_t* out) const {
+  if (ref.index >= kSlots) return false;
+  const uint64_t fp = fingerprint_word(ref.index)->load();
+  if (state(ref) != SlotState::Sent) return false;
+  *out = fp;
+  return true;
+}
+
 bool RefTable::tag_live(uint64_t tag) const {
   for (uint32_t i = 0; i < kSlots; ++i) {
     if (state_of(word(i)->load()) != SlotState::Free && tag_word(i)->load() == tag) return true;
@@ -435,8 +470,16 @@ uint32_t RefTable::reclaim_dead_holders(PidMemo* memo) {
     if (state_of(cur) != SlotState::Claimed) continue;
     const int32_t pid = pid_of(cur);
     auto it = memo->find(pid);
-    if (it == memo->end()) it = memo->emplace(pid, alive(pid)).first;
-    if (!it->second) {
+    if (it == memo->end()) {
+      const bool exists = pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+      it = memo->emplace(pid, exists ? start_time(pid) : 0).first;
+    }
+    const uint64_t running = it->second;  // start time of the process now using the pid, 0: none
+    const uint64_t holder = holder_word(i)->load();
+    const bool recorded = (holder >> 32) == gen_of(cur);
+    // Dead: nothing runs under the pid, or what runs started at another
+    // time than the claimer (the pid was reused).
+    if (running == 0 || (recorded && (running & 0xFFFFFFFFu) != (holder & 0xFFFFFFFFu))) {
       release(SlotRef{i, gen_of(cur)});
       ++n;
     }

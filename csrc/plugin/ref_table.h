@@ -63,7 +63,8 @@ class UniqueFd {
 
 // Liveness of other processes, memoized for one pass over the slots (a
 // receiver holding many slots is looked up once).
-using PidMemo = std::unordered_map<int32_t, bool>;
+// Maps a pid to the start time of the process using it now (0: none).
+using PidMemo = std::unordered_map<int32_t, uint64_t>;
 
 class RefTable {
   struct Key {};
@@ -96,7 +97,12 @@ class RefTable {
   // producer's block id `tag` (a forwarder copies the tag of the slot it
   // received, so the producer knows the block is still referenced). Returns
   // false when the table is full.
-  bool take(SlotRef* out, uint64_t tag);
+  // `fingerprint` summarizes what the send describes (see fingerprint()).
+  bool take(SlotRef* out, uint64_t tag, uint64_t fingerprint);
+  // Receiver, before trusting a descriptor: the fingerprint its sender
+  // stored with the slot. False when the slot is no longer Sent with this
+  // generation (received already, reclaimed, or never sent).
+  bool fingerprint(const SlotRef& ref, uint64_t* out) const;
   // The block tag of a slot (0 if it was reused since).
   uint64_t tag(const SlotRef& ref) const;
   // True while any slot tagged `tag` is Sent or Claimed.
@@ -123,8 +129,9 @@ class RefTable {
   // them (the owner does not know when they were sent); returns how many.
   // Call under the caller's lock: it keeps the first-seen times.
   uint32_t reclaim_unclaimed_forwards(std::chrono::steady_clock::duration timeout);
-  // Owner: frees slots claimed by processes that no longer exist; returns
-  // how many. `memo` caches each holder's liveness for the pass.
+  // Owner: frees slots claimed by processes that no longer exist, a reused
+  // pid included (the claimer's start time is kept per slot); returns how
+  // many. `memo` caches each holder's liveness for the pass.
   uint32_t reclaim_dead_holders(PidMemo* memo);
 
  private:
@@ -133,6 +140,8 @@ class RefTable {
   // table's name says (a reused pid is another process).
   bool owner_in_proc() const;
   std::atomic<uint64_t>* tag_word(uint32_t index) const;
+  std::atomic<uint64_t>* holder_word(uint32_t index) const;
+  std::atomic<uint64_t>* fingerprint_word(uint32_t index) const;
 
   std::string name_;
   void* base_;

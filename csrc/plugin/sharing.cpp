@@ -9,11 +9,14 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <cstdlib>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <typeinfo>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -25,6 +28,8 @@
 #include "ipc_memory.h"
 #include "npu_stream.h"
 #include "ref_table.h"
+#include "torch_npu/csrc/core/NPUStorageImpl.h"
+#include "torch_npu/csrc/core/npu/NPUFunctions.h"
 
 namespace torch_npu_ipc {
 namespace {
@@ -64,6 +69,7 @@ struct Ref {
 
 // Context of a producer storage that was shared at least once.
 struct SentBlock {
+  std::unique_ptr<ExportPin> pin;  // keeps the segment's export key open while shared
   c10::DataPtr original;
   uint64_t tag = 0;  // block id carried by every slot that references it, forwarders' included
   std::vector<Ref> refs;
@@ -207,13 +213,38 @@ void received_deleter(void* ctx) {
   Releaser::get().push(std::move(r), c10_npu::getCurrentNPUStream(device));
 }
 
-Ref take_slot_locked(State& s, uint64_t tag) {
+constexpr const char* kNoLongerReceivable =
+    "this shared tensor can no longer be received: it was received already (a descriptor is valid for one "
+    "receiver), or the producer reclaimed it because nobody received it within TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S "
+    "seconds";
+
+// What a receiver must not take on a descriptor's word alone, hashed
+// (FNV-1a): the memory key, its device, and how many bytes it maps. Stored
+// with the slot by the sender, checked by the receiver before it imports, so
+// a forged descriptor (checksum recomputed) cannot make it read past the
+// memory the key maps.
+uint64_t block_fingerprint(const Descriptor& d) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= static_cast<const unsigned char*>(p)[i];
+      h *= 1099511628211ull;
+    }
+  };
+  mix(d.mem_key.data(), d.mem_key.size());
+  mix(&d.device, sizeof(d.device));
+  mix(&d.block_size, sizeof(d.block_size));
+  return h;
+}
+
+Ref take_slot_locked(State& s, uint64_t tag, uint64_t fingerprint) {
   SlotRef slot;
   for (auto& t : s.tables) {
-    if (t->take(&slot, tag)) return Ref{t, slot};
+    if (t->take(&slot, tag, fingerprint)) return Ref{t, slot};
   }
   s.tables.push_back(RefTable::create());
-  TORCH_CHECK(s.tables.back()->take(&slot, tag), "torch_npu_ipc: a fresh reference table has no free slot");
+  TORCH_CHECK(s.tables.back()->take(&slot, tag, fingerprint),
+              "torch_npu_ipc: a fresh reference table has no free slot");
   return Ref{s.tables.back(), slot};
 }
 
@@ -281,6 +312,32 @@ int64_t collect_locked(State& s, bool force) {
   return freed;  // `release` frees the blocks as it goes out of scope
 }
 
+// A byte tensor over `ptr` (nbytes long) whose storage is torch_npu's own
+// kind (an NPUStorageImpl with an ND format description, which its kernels
+// read), made without allocating: an empty tensor's storage is pointed at
+// the shared memory and described as at::empty({nbytes}, kByte) would be.
+at::Tensor wrap_shared_bytes(c10::DataPtr ptr, int64_t nbytes) {
+  const c10::Device device = ptr.device();
+  at::Tensor t = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device));
+  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(std::move(ptr));
+  impl->set_nbytes(static_cast<size_t>(nbytes));
+  impl->set_resizable(false);
+  // libtorch_npu does not export NPUStorageImpl's type_info, so neither
+  // dynamic_cast nor typeid(NPUStorageImpl) links: the dynamic type's
+  // (Itanium-mangled) name is read through the object's vtable instead.
+  const char* type = typeid(*impl).name();
+  TORCH_CHECK(std::strcmp(type, "N9torch_npu14NPUStorageImplE") == 0,
+              "torch_npu_ipc: this torch_npu made an NPU storage of type ", type,
+              " instead of torch_npu::NPUStorageImpl; shared tensors cannot be rebuilt (please report it)");
+  torch_npu::NPUStorageDesc& desc = static_cast<torch_npu::NPUStorageImpl*>(impl)->npu_desc_;
+  desc.base_sizes_ = {nbytes};
+  desc.base_strides_ = {1};
+  desc.storage_sizes_ = {nbytes};
+  t.unsafeGetTensorImpl()->set_sizes_contiguous({nbytes});
+  return t;
+}
+
 std::shared_ptr<IpcEvent> open_event(const std::string& handle, c10::DeviceIndex device) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.events_mu);
@@ -322,7 +379,7 @@ Descriptor share_storage(const c10::Storage& storage) {
     SlotRef slot;
     const uint64_t tag = r->ref.table->tag(r->ref.slot);
     TORCH_CHECK(tag != 0, "cannot forward this tensor: its reference slot was reclaimed by the producer");
-    TORCH_CHECK(r->ref.table->take(&slot, tag),
+    TORCH_CHECK(r->ref.table->take(&slot, tag, block_fingerprint(d)),
                 "the producer's reference table is full; call ipc_collect() there");
     ref = Ref{r->ref.table, slot};
   } else {
@@ -339,12 +396,13 @@ Descriptor share_storage(const c10::Storage& storage) {
       // First share of this storage: park its allocation behind our deleter.
       auto owned = std::make_unique<SentBlock>();
       owned->tag = s.next_tag++;
+      owned->pin = std::move(block.pin);
       void* data = impl->mutable_data();
       owned->original = impl->set_data_ptr(c10::DataPtr());
       sent = owned.get();
       impl->set_data_ptr_noswap(c10::DataPtr(data, owned.release(), &sent_block_deleter, dev));
     }
-    ref = take_slot_locked(s, sent->tag);
+    ref = take_slot_locked(s, sent->tag, block_fingerprint(d));
     prune_released(sent->refs);
     sent->refs.push_back(ref);
     // A producer that never calls ipc_collect() (or rarely) still returns
@@ -359,34 +417,55 @@ Descriptor share_storage(const c10::Storage& storage) {
   d.slot_generation = ref.slot.generation;
 
   // Order the receiver after every write the producer launched so far.
-  c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(dev.index());
-  std::shared_ptr<IpcEvent> event;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    const bool full = s.inflight_events >= inflight_budget() || ++s.shares_since_prune >= kFullPruneEvery;
-    if (prune_inflight_locked(s, full) < inflight_budget()) {
-      s.in_fallback = false;
+  try {
+    c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(dev.index());
+    std::shared_ptr<IpcEvent> event;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      const bool full = s.inflight_events >= inflight_budget() || ++s.shares_since_prune >= kFullPruneEvery;
+      if (prune_inflight_locked(s, full) < inflight_budget()) {
+        s.in_fallback = false;
+      } else {
+        s.in_fallback = true;
+        ++s.fallback_syncs;
+      }
+      if (!s.in_fallback) {
+        event = EventManager::get().acquire(dev.index());
+      }
+      s.inflight.push_back(Inflight{ref, event, Clock::now()});
+      s.inflight_events += event != nullptr;
+    }
+    if (event != nullptr) {
+      event->record(stream);
+      d.event_handle = event->handle();
     } else {
-      s.in_fallback = true;
-      ++s.fallback_syncs;
+      stream.synchronize();  // over budget: the receiver needs no wait
     }
-    if (!s.in_fallback) {
-      event = EventManager::get().acquire(dev.index());
-    }
-    s.inflight.push_back(Inflight{ref, event, Clock::now()});
-    s.inflight_events += event != nullptr;
-  }
-  if (event != nullptr) {
-    event->record(stream);
-    d.event_handle = event->handle();
-  } else {
-    stream.synchronize();  // over budget: the receiver needs no wait
+  } catch (...) {
+    // No descriptor leaves: free the slot, or it would keep the block
+    // referenced (and the producer's memory held) until the process exits.
+    ref.table->reclaim_unclaimed(ref.slot);
+    throw;
   }
   return d;
 }
 
+// The device a descriptor is imported on (`device` < 0: the producer's
+// index), checked against the devices this process has.
+c10::DeviceIndex import_target(const Descriptor& d, int64_t device) {
+  TORCH_CHECK_VALUE(d.device >= 0 && d.device <= std::numeric_limits<c10::DeviceIndex>::max(),
+                    "malformed tensor descriptor: device ", d.device);
+  const int64_t visible = c10_npu::device_count();
+  TORCH_CHECK_VALUE(device >= 0 || d.device < visible, "the tensor lives on the producer's npu:", d.device,
+                    ", which this process does not have (it sees ", visible,
+                    " NPUs); pass device= to import it on one of them");
+  const int64_t target = device < 0 ? d.device : device;
+  TORCH_CHECK_VALUE(target < visible, "cannot import on npu:", target, ": this process sees ", visible, " NPUs");
+  return static_cast<c10::DeviceIndex>(target);
+}
+
 at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
-  const auto target = static_cast<c10::DeviceIndex>(device < 0 ? d.device : device);
+  const c10::DeviceIndex target = import_target(d, device);
   TORCH_CHECK_VALUE(d.storage_offset <= d.block_size && d.storage_nbytes <= d.block_size - d.storage_offset,
                     "descriptor's storage range lies outside its shared block");
   TORCH_CHECK_VALUE(d.event_handle.empty() || d.event_handle.size() == kIpcEventHandleSize,
@@ -398,6 +477,11 @@ at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
               ") has exited: its memory is gone");
   SlotRef slot{d.slot_index, d.slot_generation};
   TORCH_CHECK_VALUE(slot.index < RefTable::kSlots, "descriptor's reference slot is out of range");
+  uint64_t sent_fingerprint = 0;
+  TORCH_CHECK(table->fingerprint(slot, &sent_fingerprint), kNoLongerReceivable);
+  TORCH_CHECK_VALUE(sent_fingerprint == block_fingerprint(d),
+                    "forged tensor descriptor: its memory key, device or block size differ from what the producer "
+                    "sent with this reference slot");
   std::shared_ptr<Import> import;
   try {
     import = Import::get(d.mem_key, target, static_cast<c10::DeviceIndex>(d.device));
@@ -415,29 +499,19 @@ at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
                 ") has exited: its memory is gone");
     throw;
   }
-  TORCH_CHECK(table->claim(slot),
-              "this shared tensor can no longer be received: it was received already (a descriptor is valid for "
-              "one receiver), or the producer reclaimed it because nobody received it within "
-              "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S seconds");
+  TORCH_CHECK(table->claim(slot), kNoLongerReceivable);
   auto received = std::make_unique<Received>();
   received->ref = Ref{table, slot};
   received->import = import;
   received->origin = d;
   void* data = static_cast<char*>(import->ptr()) + d.storage_offset;
   c10::DataPtr ptr(data, received.release(), &received_deleter, npu(target));
-  // Let torch_npu create the storage (an NPUStorageImpl with its format
-  // description, which its kernels require), then point it at the shared
-  // memory; the placeholder block goes straight back to the allocator.
-  at::Tensor t = at::empty({static_cast<int64_t>(d.storage_nbytes)}, at::TensorOptions().dtype(at::kByte).device(npu(target)));
-  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
-  impl->set_data_ptr(std::move(ptr));
-  impl->set_resizable(false);
-  return t;
+  return wrap_shared_bytes(std::move(ptr), static_cast<int64_t>(d.storage_nbytes));
 }
 
 at::Tensor rebuild_tensor(const Descriptor& d, int64_t device, c10::ScalarType dtype, c10::IntArrayRef sizes,
                           c10::IntArrayRef strides, int64_t storage_offset, bool requires_grad) {
-  const auto target = static_cast<c10::DeviceIndex>(device < 0 ? d.device : device);
+  const c10::DeviceIndex target = import_target(d, device);
   // The target device current for the rebuild (its context and streams are
   // created on first use); restored on return.
   c10::DeviceGuard guard(npu(target));

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "torch_npu/csrc/core/npu/NPUGuard.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
 
 namespace torch_npu_ipc {
@@ -16,11 +17,15 @@ namespace {
 
 // torch_npu reads TASK_QUEUE_ENABLE (and ASCEND_LAUNCH_BLOCKING) once per
 // process and exports no getter: ask RunOpApiV2 itself, once, whether it
-// runs a call at once in the caller's thread.
+// runs a call at once in the caller's thread. Asked on the device's default
+// stream: the caller's current stream may be a synchronously launched one,
+// which never queues, and its answer would stick for the whole process.
 bool task_queue_on() {
   static const bool on = [] {
+    const c10::DeviceIndex device = c10_npu::current_device();
+    c10_npu::NPUStreamGuard guard(c10_npu::getDefaultNPUStream(device));
     auto ran_on = std::make_shared<std::atomic<std::thread::id>>();
-    enqueue(c10_npu::current_device(), "torch_npu_ipc::probe_task_queue", [ran_on] {
+    enqueue(device, "torch_npu_ipc::probe_task_queue", [ran_on] {
       ran_on->store(std::this_thread::get_id());
       return ACL_SUCCESS;
     });

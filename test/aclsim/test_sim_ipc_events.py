@@ -324,3 +324,38 @@ def test_recorder_killed_before_record_ran(reap: bool) -> None:
     assert str(prod.pid) in msg
     assert rc_query != 0
     assert rc_event_sync != 0 and event_sync_elapsed < 3.0
+
+
+ACL_ERROR_RT_NO_EVENT_RESOURCE = 207007
+MAX_IPC = 3
+
+
+def ipc_event_limit_worker(results: Any) -> None:
+    """With ACLSIM_MAX_IPC_EVENTS=3: the 4th IPC event of a device fails; other kinds and devices do not."""
+    os.environ["ACLSIM_MAX_IPC_EVENTS"] = str(MAX_IPC)  # read once, at the first ACL call
+    acl = Acl()
+    acl.set_device(0)
+    evs = [acl.create_event(ACL_EVENT_IPC) for _ in range(MAX_IPC)]
+    handle = acl.ipc_handle(evs[0])
+    e = ctypes.c_void_p()
+    over = acl.aclrtCreateEventExWithFlag(ctypes.byref(e), ACL_EVENT_IPC)
+    message = acl.last_error()
+    local = acl.create_event(ACL_EVENT_SYNC)  # only IPC events count
+    opened = acl.open_ipc_handle(handle)  # opening takes no budget
+    acl.check(acl.aclrtDestroyEvent(opened), "aclrtDestroyEvent")
+    acl.check(acl.aclrtDestroyEvent(evs.pop()), "aclrtDestroyEvent")
+    again = acl.create_event(ACL_EVENT_IPC)  # destroying one made room
+    acl.set_device(1)
+    other = [acl.create_event(ACL_EVENT_IPC) for _ in range(MAX_IPC)]  # per device
+    for ev in [*evs, again, local, *other]:
+        acl.check(acl.aclrtDestroyEvent(ev), "aclrtDestroyEvent")
+    results.put((over, message))
+
+
+def test_ipc_events_per_device_are_limited() -> None:
+    """CANN allows a bounded number of IPC events per device; aclsim enforces it (ACLSIM_MAX_IPC_EVENTS)."""
+    results = spawn_context().Queue()
+    run([(ipc_event_limit_worker, (results,))])
+    over, message = results.get(timeout=5)
+    assert over == ACL_ERROR_RT_NO_EVENT_RESOURCE, over
+    assert f"device 0 already has {MAX_IPC} IPC events" in message, message

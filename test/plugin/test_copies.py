@@ -787,3 +787,36 @@ def test_env_var(value: str) -> None:
         assert '"enabled": false' in line
     else:
         assert '"path": "synchronize"' in line
+
+
+SYNC_LAUNCH_FIRST = """
+import torch_npu_ipc, torch, torch_npu
+from torch_npu_ipc import copies
+want = torch.arange(1000, dtype=torch.float32)
+sl = torch_npu.npu.SyncLaunchStream(device=0)
+with torch.npu.device(0), torch.npu.stream(sl):
+    first = torch.ones(1000, device="npu:0").to("npu:1")  # the first copy of the process
+x = torch.zeros(1000, device="npu:0")
+v = want.to("npu:0")
+torch.npu.synchronize(0)
+hold = torch_npu_ipc._C._QueueHold(0, 20.0)
+x.add_(v)  # queued behind the hold
+y = x.to("npu:1")
+hold.release()
+print("queued:", copies.status()["queued"])
+print("right:", torch.equal(y.cpu(), want) and torch.equal(first.cpu(), torch.ones(1000)))
+"""
+
+
+@pytest.mark.skipif(not TASK_QUEUE_ON, reason="TASK_QUEUE_ENABLE=0: torch_npu has no task queue")
+def test_first_copy_on_a_sync_launch_stream_does_not_turn_the_queue_off() -> None:
+    """Whether torch_npu queues work is learned once per process, never from a synchronously launched stream.
+
+    Learned from the first copy's stream, the answer would be 'no queue' for good, and later barriers
+    would be issued past queued writes.
+    """
+    r = subprocess.run(
+        [sys.executable, "-c", SYNC_LAUNCH_FIRST], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "queued: True" in r.stdout and "right: True" in r.stdout, r.stdout

@@ -58,6 +58,28 @@ def _fuzzer(q: Any, back: Any) -> None:
     with pytest.raises(ValueError):
         torch_npu_ipc.import_tensor(descs[1], device="cpu")
 
+    # A forged block size or device (checksum recomputed) is refused before the import, so the
+    # receiver can never read past the memory the key maps, and the genuine descriptor still works.
+    (block_size,) = struct.unpack_from("<Q", descs[1], head + 12)
+    for pos, fmt, value, match in (
+        (12, "<Q", block_size + (1 << 20), "forged tensor descriptor"),
+        (12, "<Q", block_size - 4096, "forged tensor descriptor"),
+        (4, "<q", 1, "forged tensor descriptor"),
+        (4, "<q", 3, "forged tensor descriptor"),
+        (4, "<q", 64, "which this process does not have"),
+        (4, "<q", 256, "malformed tensor descriptor: device"),
+        (4, "<q", -1, "malformed tensor descriptor: device"),
+    ):
+        b = bytearray(descs[1])
+        struct.pack_into(fmt, b, head + pos, value)
+        with pytest.raises(ValueError, match=match):
+            torch_npu_ipc.import_tensor(_recrc(bytes(b)))
+    with pytest.raises(ValueError, match="does not exist"):
+        torch_npu_ipc.import_tensor(descs[1], device=7)
+    genuine = torch_npu_ipc.import_tensor(descs[1])
+    assert torch.equal(genuine.cpu(), torch.full((4, 8), 2.0).t())
+    del genuine
+
     @SETTINGS
     @given(st.binary(max_size=512))
     def random_bytes(data: bytes) -> None:

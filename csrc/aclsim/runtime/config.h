@@ -4,6 +4,9 @@
 //   ACLSIM_SOC            SoC name reported by aclrtGetSocName (default Ascend910B1)
 //   ACLSIM_DEVICE_MEMORY_MB  simulated HBM per device (default 16384)
 //   ACLSIM_OP_COST_US     simulated device time of every operator (default 0)
+//   ACLSIM_MAX_IPC_EVENTS IPC events alive per device (1..65536, default
+//                         65536, CANN's limit); creating one more fails with
+//                         ACL_ERROR_RT_NO_EVENT_RESOURCE
 //   ACLSIM_TRACE_EVENTS   1: log every event call (thread, handle, stream, result) to stderr
 //   ASCEND_RT_VISIBLE_DEVICES  as on CANN: remaps and trims the visible devices
 #pragma once
@@ -14,6 +17,8 @@
 
 namespace aclsim {
 
+constexpr int kMaxIpcEvents = 65536;  // per device, as documented for CANN
+
 struct Config {
   int physical_devices = 2;
   std::vector<int> visible;  // logical id -> physical id
@@ -21,6 +26,7 @@ struct Config {
   size_t device_memory = size_t{16} << 30;
   double op_cost_seconds = 0.0;
   bool trace_events = false;
+  int max_ipc_events = kMaxIpcEvents;
   int device_count() const { return static_cast<int>(visible.size()); }
 };
 

@@ -33,11 +33,36 @@ struct Event {
   // Created by aclrtCreateEventExWithFlag: CANN's "new mode" event, which
   // does not track its wait tasks (no aclrtQueryEventWaitStatus).
   bool new_mode = false;
+  int device = -1;
   std::mutex mu;             // guards the fields below
   bool exported = false;
   broker::Ticket ticket{};
   bool is_ipc() const { return (flags & ACL_EVENT_IPC) != 0; }
 };
+
+// IPC events alive per device, against CANN's limit (config().max_ipc_events).
+class IpcEventBudget {
+ public:
+  bool take(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_[device] >= config().max_ipc_events) return false;
+    ++live_[device];
+    return true;
+  }
+  void give_back(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --live_[device];
+  }
+
+ private:
+  std::mutex mu_;
+  int live_[kMaxDevices] = {};
+};
+
+IpcEventBudget& ipc_budget() {
+  static NoDestructor<IpcEventBudget> b;
+  return *b;
+}
 
 HandleTable<Event>& events() {
   static NoDestructor<HandleTable<Event>> table(uintptr_t{0x5E0000000000});
@@ -83,9 +108,17 @@ aclError create_event(aclrtEvent* out, uint32_t flags, bool new_mode) {
   auto e = std::make_shared<Event>();
   e->flags = flags;
   e->new_mode = new_mode;
+  e->device = dev;
+  if (e->is_ipc() && !ipc_budget().take(dev)) {
+    return fail(ACL_ERROR_RT_NO_EVENT_RESOURCE, "create event: device " + std::to_string(dev) + " already has " +
+                                                    std::to_string(config().max_ipc_events) + " IPC events");
+  }
   aclError rc = ACL_SUCCESS;
   e->core = e->is_ipc() ? EventCore::create_shared(dev, &rc) : EventCore::create_local(dev);
-  if (e->core == nullptr) return rc != ACL_SUCCESS ? rc : fail(ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, "create event failed");
+  if (e->core == nullptr) {
+    if (e->is_ipc()) ipc_budget().give_back(dev);
+    return rc != ACL_SUCCESS ? rc : fail(ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, "create event failed");
+  }
   count(Counter::CreateEvent);
   if (e->is_ipc()) count(Counter::IpcEventCreate);
   *out = events().add(std::move(e));
@@ -101,6 +134,7 @@ aclError destroy_event(aclrtEvent event) {
   }
   count(Counter::DestroyEvent);
   if (e->is_ipc()) count(Counter::IpcEventDestroy);
+  if (e->is_ipc() && !e->imported) ipc_budget().give_back(e->device);
   // As on CANN, the handle is dead at once (any later call naming it fails:
   // CANN clears the handle's magic before deferring the release), while the
   // records/waits already issued keep the table alive until they ran.

@@ -1,0 +1,204 @@
+"""Lifetimes around tensor sharing, between real spawned processes on aclsim.
+
+- A producer's export key stays valid for descriptors in flight when the
+  caching allocator frees some other segment (``empty_cache``), and a
+  segment that was freed and allocated again gets a new key.
+- Receiving a tensor allocates nothing on the receiver's device: the
+  storage points at the producer's memory from the start.
+- A send that fails (the device ran out of IPC events) frees the reference
+  slot it took, so the block is not held forever, and sending works again
+  once receivers caught up.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import torch
+import torch_npu
+from sharing_util import Scenario, delta, get, spawn_reporting
+
+import aclsim
+import torch_npu_ipc
+
+pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)")
+
+SMALL = 1024  # elements: a small-pool block
+LARGE = 1 << 20  # elements (4 MB of float32): a segment of its own
+
+
+def _segments_freed() -> int:
+    return torch.npu.memory_stats(0).get("segment.all.freed", 0)
+
+
+def _drain() -> None:
+    """Collect until every block this process shared is back (receivers released them)."""
+    deadline = time.monotonic() + 60
+    while True:
+        torch_npu_ipc.ipc_collect()
+        st = torch_npu_ipc.sharing_stats()
+        if st["limbo_blocks"] == 0 and st["live_slots"] == 0:
+            return
+        assert time.monotonic() < deadline, f"blocks not returned: {st}"
+        time.sleep(0.02)
+
+
+# ------------------------------------------------------------------------- export keys
+def _keys_consumer(inbox: Any, outbox: Any) -> None:
+    torch.npu.set_device(0)
+    dx, dy = get(inbox)
+    x, y = torch_npu_ipc.import_tensor(dx), torch_npu_ipc.import_tensor(dy)
+    assert torch.equal(x.cpu(), torch.full((SMALL,), 5.0)), "the in-flight tensor's key was closed under it"
+    assert torch.equal(y.cpu(), torch.full((SMALL,), 6.0))
+    del x, y
+    outbox.put("dropped")
+    a = torch_npu_ipc.import_tensor(get(inbox))
+    assert torch.equal(a.cpu(), torch.full((LARGE,), 1.0))
+    del a
+    outbox.put("dropped")
+    b = torch_npu_ipc.import_tensor(get(inbox))
+    assert torch.equal(b.cpu(), torch.full((LARGE,), 2.0)), "a freed segment's old key was handed out again"
+    del b
+    outbox.put("dropped")
+
+
+def _keys_producer(results: Any) -> None:
+    to_cons, from_cons = Scenario().queue(), Scenario().queue()
+    cons = spawn_reporting(results, "consumer", _keys_consumer, to_cons, from_cons)
+    torch.npu.set_device(0)
+    # 1. A descriptor in flight while another segment goes back to the runtime.
+    x = torch.full((SMALL,), 5.0, device="npu:0")
+    dx = torch_npu_ipc.export_tensor(x)
+    big = torch.empty(64 << 20, dtype=torch.uint8, device="npu:0")
+    del big
+    freed = _segments_freed()
+    torch.npu.empty_cache()
+    assert _segments_freed() > freed, "empty_cache freed no segment: the scenario did not happen"
+    y = torch.full((SMALL,), 6.0, device="npu:0")
+    dy = torch_npu_ipc.export_tensor(y)  # the first export after the free checks the cached keys
+    to_cons.put((dx, dy))
+    assert get(from_cons) == "dropped"
+    del x, y
+    _drain()
+
+    # 2. A segment freed and allocated again is exported again (a new key).
+    a = torch.full((LARGE,), 1.0, device="npu:0")
+    a_ptr = a.data_ptr()
+    to_cons.put(torch_npu_ipc.export_tensor(a))
+    assert get(from_cons) == "dropped"
+    del a
+    _drain()
+    freed = _segments_freed()
+    torch.npu.empty_cache()
+    assert _segments_freed() > freed, "a's segment was not freed: the scenario did not happen"
+    b = torch.full((LARGE,), 2.0, device="npu:0")
+    c0 = aclsim.counters()
+    db = torch_npu_ipc.export_tensor(b)
+    d = delta(c0, aclsim.counters())
+    same = b.data_ptr() == a_ptr
+    assert d.get("ipc_mem_export") == 1, f"b's segment was not exported afresh (same address: {same}): {d}"
+    to_cons.put(db)
+    assert get(from_cons) == "dropped"
+    cons.join(60)
+    assert cons.exitcode == 0
+
+
+def test_export_keys_across_segment_frees() -> None:
+    """In-flight descriptors survive empty_cache freeing another segment; a freed segment gets a new key."""
+    s = Scenario()
+    s.also_expect("consumer")
+    s.start("producer", _keys_producer, s.results)
+    s.finish(timeout=180)
+
+
+# ------------------------------------------------------------------------ receiver memory
+NBYTES = 64 << 20
+
+
+def _footprint_values() -> torch.Tensor:
+    return (torch.arange(NBYTES // 4) % 7).float()
+
+
+def _footprint_consumer(inbox: Any, outbox: Any) -> None:
+    torch.npu.set_device(0)
+    torch.ones(1, device="npu:0")  # the device is up; its small pool holds a segment now
+    reserved = torch.npu.memory_reserved(0)
+    t = torch_npu_ipc.import_tensor(get(inbox))
+    grew = torch.npu.memory_reserved(0) - reserved
+    assert grew == 0, f"receiving {NBYTES} bytes reserved {grew} bytes on the receiver's device"
+    assert t.untyped_storage().nbytes() == NBYTES
+    assert torch_npu.get_npu_format(t) == 2, "not an ND tensor"  # ACL_FORMAT_ND
+    want = _footprint_values()
+    assert torch.equal(t.cpu(), want)
+    assert torch.equal((t[1::2] * 2).cpu(), want[1::2] * 2)
+    assert torch.equal(t.view(64, -1).sum(1).cpu(), want.view(64, -1).sum(1))  # small integers: exact sums
+    del t
+    outbox.put("dropped")
+
+
+def _footprint_producer(results: Any) -> None:
+    to_cons, from_cons = Scenario().queue(), Scenario().queue()
+    cons = spawn_reporting(results, "consumer", _footprint_consumer, to_cons, from_cons)
+    t = _footprint_values().to("npu:0")
+    to_cons.put(torch_npu_ipc.export_tensor(t))
+    assert get(from_cons) == "dropped"
+    cons.join(60)
+    assert cons.exitcode == 0
+
+
+def test_receiving_allocates_nothing() -> None:
+    """A received 64 MB tensor adds nothing to the receiver's reserved memory, and works in kernels."""
+    s = Scenario()
+    s.also_expect("consumer")
+    s.start("producer", _footprint_producer, s.results)
+    s.finish(timeout=180)
+
+
+# --------------------------------------------------------------------------- failed sends
+MAX_IPC = 2  # ACLSIM_MAX_IPC_EVENTS for the next test
+
+
+def _failed_consumer(inbox: Any, outbox: Any) -> None:
+    for _ in range(MAX_IPC):
+        t = torch_npu_ipc.import_tensor(get(inbox))
+        assert torch.equal(t.cpu(), torch.full((SMALL,), 7.0))
+        del t
+    outbox.put("received")
+    t = torch_npu_ipc.import_tensor(get(inbox))
+    assert torch.equal(t.cpu(), torch.full((SMALL,), 7.0)), "the send after the failure lost data"
+    del t
+    outbox.put("received")
+
+
+def _failed_producer(results: Any) -> None:
+    to_cons, from_cons = Scenario().queue(), Scenario().queue()
+    cons = spawn_reporting(results, "consumer", _failed_consumer, to_cons, from_cons)
+    ts = [torch.full((SMALL,), 7.0, device="npu:0") for _ in range(MAX_IPC + 1)]
+    sent = [torch_npu_ipc.export_tensor(t) for t in ts[:MAX_IPC]]  # unclaimed: each holds its event
+    with pytest.raises(RuntimeError, match="has no IPC event left"):
+        torch_npu_ipc.export_tensor(ts[-1])
+    st = torch_npu_ipc.sharing_stats()
+    assert st["live_slots"] == MAX_IPC, f"the failed send kept its reference slot: {st}"
+    for d in sent:
+        to_cons.put(d)
+    assert get(from_cons) == "received"
+    # The receiver claimed both: their events go back to the pool and serve the retry.
+    c0 = aclsim.counters()
+    to_cons.put(torch_npu_ipc.export_tensor(ts[-1]))
+    assert get(from_cons) == "received"
+    assert delta(c0, aclsim.counters()).get("ipc_event_create", 0) == 0, "the retry created an event"
+    del ts
+    _drain()
+    cons.join(60)
+    assert cons.exitcode == 0
+
+
+def test_a_failed_send_frees_its_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of IPC events: export_tensor raises, takes no slot, and works again once receivers caught up."""
+    monkeypatch.setenv("ACLSIM_MAX_IPC_EVENTS", str(MAX_IPC))
+    s = Scenario()
+    s.also_expect("consumer")
+    s.start("producer", _failed_producer, s.results)
+    s.finish(timeout=180)
