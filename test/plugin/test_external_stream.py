@@ -829,6 +829,7 @@ def test_native_path_without_event_ex_still_constructs() -> None:
     assert "native: ok" in _run_fresh(_WITHOUT_EVENT_EX, hide="aclrtCreateEventExWithFlag")
 
 
+@pytest.mark.mode_independent  # sets both queue variables for its child itself
 @pytest.mark.skipif(not HAS_NATIVE, reason=NATIVE_ABSENT)
 def test_per_stream_queue_selects_the_proxy() -> None:
     """PER_STREAM_QUEUE=1 (task queue on): torch_npu would refuse the stream, so ops run on a proxy; one warning."""
@@ -836,6 +837,7 @@ def test_per_stream_queue_selects_the_proxy() -> None:
     assert "per-stream proxy: ok" in out
 
 
+@pytest.mark.mode_independent  # sets both queue variables for its child itself
 @pytest.mark.skipif(not HAS_NATIVE, reason=NATIVE_ABSENT)
 def test_per_stream_queue_without_task_queue_stays_native() -> None:
     """PER_STREAM_QUEUE=1 with TASK_QUEUE_ENABLE=0: no queue refuses the stream, so it stays native."""
