@@ -86,6 +86,8 @@ uint64_t my_start_time() {
 }
 
 uint64_t pack_holder(uint32_t gen, uint64_t start) { return (uint64_t{gen} << 32) | (start & 0xFFFFFFFFu); }
+uint32_t holder_gen(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
+uint32_t holder_start(uint64_t h) { return static_cast<uint32_t>(h); }
 
 std::string pidns() {
   char buf[64] = {};
@@ -476,10 +478,10 @@ uint32_t RefTable::reclaim_dead_holders(PidMemo* memo) {
     }
     const uint64_t running = it->second;  // start time of the process now using the pid, 0: none
     const uint64_t holder = holder_word(i)->load();
-    const bool recorded = (holder >> 32) == gen_of(cur);
+    const bool recorded = holder_gen(holder) == gen_of(cur);
     // Dead: nothing runs under the pid, or what runs started at another
     // time than the claimer (the pid was reused).
-    if (running == 0 || (recorded && (running & 0xFFFFFFFFu) != (holder & 0xFFFFFFFFu))) {
+    if (running == 0 || (recorded && static_cast<uint32_t>(running) != holder_start(holder))) {
       release(SlotRef{i, gen_of(cur)});
       ++n;
     }

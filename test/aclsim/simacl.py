@@ -69,6 +69,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "aclrtResetDevice": (ctypes.c_int, [ctypes.c_int32]),
     "aclrtGetDevice": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int32)]),
     "aclrtGetDeviceCount": (ctypes.c_int, [ctypes.POINTER(ctypes.c_uint32)]),
+    "aclrtDeviceGetBareTgid": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int32)]),
     "aclrtGetSocName": (ctypes.c_char_p, []),
     "aclGetRecentErrMsg": (ctypes.c_char_p, []),
     "aclrtCreateStream": (ctypes.c_int, [_PVP]),

@@ -193,3 +193,37 @@ def test_export_argument_checks() -> None:
     zero = [k for k, v in codes.items() if v == 0]
     assert not zero, f"accepted: {zero}"
     assert all(v == 0 for v in ok.values()), ok
+
+
+def _bare_tgid(acl: Acl) -> int:
+    pid = ctypes.c_int32()
+    acl.check(acl.aclrtDeviceGetBareTgid(ctypes.byref(pid)), "aclrtDeviceGetBareTgid")
+    return pid.value
+
+
+def tgid_after_fork_worker(results: Any) -> None:
+    """The pid the runtime reports (and stamps on exports and event records) in a parent and its forked child."""
+    acl = Acl()
+    acl.set_device(0)
+    parent = _bare_tgid(acl)  # read, and cached, before the fork
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(r)
+        os.write(w, f"{_bare_tgid(acl)} {os.getpid()}".encode())
+        os._exit(0)
+    os.close(w)
+    reported, actual = (int(v) for v in os.read(r, 64).split())
+    os.close(r)
+    _, status = os.waitpid(child, 0)
+    results.put((parent, os.getpid(), reported, actual, status))
+
+
+def test_forked_child_reports_its_own_pid() -> None:
+    """aclsim caches the pid (glibc's getpid() is a system call): a forked child must not inherit the parent's."""
+    results = spawn_context().Queue()
+    run([(tgid_after_fork_worker, (results,))])
+    parent, parent_actual, reported, actual, status = results.get(timeout=10)
+    assert status == 0
+    assert parent == parent_actual
+    assert reported == actual != parent

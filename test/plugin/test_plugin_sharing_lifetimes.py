@@ -46,6 +46,13 @@ def _drain() -> None:
 
 
 # ------------------------------------------------------------------------- export keys
+def _receive_expect(inbox: Any, numel: int, value: float, why: str = "wrong data received") -> None:
+    """Import the next descriptor from ``inbox``, check it holds ``numel`` copies of ``value``, and drop it."""
+    t = torch_npu_ipc.import_tensor(get(inbox))
+    assert torch.equal(t.cpu(), torch.full((numel,), value)), why
+    del t
+
+
 def _keys_consumer(inbox: Any, outbox: Any) -> None:
     torch.npu.set_device(0)
     dx, dy = get(inbox)
@@ -54,13 +61,9 @@ def _keys_consumer(inbox: Any, outbox: Any) -> None:
     assert torch.equal(y.cpu(), torch.full((SMALL,), 6.0))
     del x, y
     outbox.put("dropped")
-    a = torch_npu_ipc.import_tensor(get(inbox))
-    assert torch.equal(a.cpu(), torch.full((LARGE,), 1.0))
-    del a
+    _receive_expect(inbox, LARGE, 1.0)
     outbox.put("dropped")
-    b = torch_npu_ipc.import_tensor(get(inbox))
-    assert torch.equal(b.cpu(), torch.full((LARGE,), 2.0)), "a freed segment's old key was handed out again"
-    del b
+    _receive_expect(inbox, LARGE, 2.0, "a freed segment's old key was handed out again")
     outbox.put("dropped")
 
 
@@ -162,13 +165,9 @@ MAX_IPC = 2  # ACLSIM_MAX_IPC_EVENTS for the next test
 
 def _failed_consumer(inbox: Any, outbox: Any) -> None:
     for _ in range(MAX_IPC):
-        t = torch_npu_ipc.import_tensor(get(inbox))
-        assert torch.equal(t.cpu(), torch.full((SMALL,), 7.0))
-        del t
+        _receive_expect(inbox, SMALL, 7.0)
     outbox.put("received")
-    t = torch_npu_ipc.import_tensor(get(inbox))
-    assert torch.equal(t.cpu(), torch.full((SMALL,), 7.0)), "the send after the failure lost data"
-    del t
+    _receive_expect(inbox, SMALL, 7.0, "the send after the failure lost data")
     outbox.put("received")
 
 

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "no_destructor.h"
+#include "process.h"
 
 namespace aclsim {
 namespace broker {
@@ -49,7 +50,7 @@ class Server {
     uint64_t id = ++next_id_;
     uint64_t nonce = rng_();
     entries_.emplace(id, Entry{std::move(e), nonce});
-    *out = Ticket{static_cast<int32_t>(getpid()), id, nonce};
+    *out = Ticket{own_pid(), id, nonce};
     return ACL_SUCCESS;
   }
 
@@ -85,7 +86,7 @@ class Server {
   using Map = std::unordered_map<uint64_t, Entry>;
 
   Map::iterator find_locked(const Ticket& t) {
-    if (t.pid != getpid()) return entries_.end();
+    if (t.pid != own_pid()) return entries_.end();
     auto it = entries_.find(t.id);
     return it != entries_.end() && it->second.nonce == t.nonce ? it : entries_.end();
   }
@@ -95,7 +96,7 @@ class Server {
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     socklen_t len = 0;
-    fill_address(getpid(), &addr, &len);
+    fill_address(own_pid(), &addr, &len);
     if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 64) != 0) {
       int e = errno;
       if (fd >= 0) close(fd);
@@ -143,7 +144,7 @@ class Server {
       auto it = entries_.find(req.id);
       if (it == entries_.end() || it->second.nonce != req.nonce ||
           static_cast<uint32_t>(it->second.e.kind) != req.kind) {
-        refuse(ACL_ERROR_RT_PARAM_INVALID, "no such export in process " + std::to_string(getpid()) +
+        refuse(ACL_ERROR_RT_PARAM_INVALID, "no such export in process " + std::to_string(own_pid()) +
                                                " (closed, destroyed, or never exported)");
       } else {
         const Export& e = it->second.e;

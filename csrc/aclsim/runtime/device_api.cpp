@@ -1,10 +1,10 @@
 // ACL device and context calls.
-#include <unistd.h>
 
 #include <string>
 
 #include "config.h"
 #include "device.h"
+#include "process.h"
 #include "stream.h"
 
 using namespace aclsim;
@@ -128,7 +128,7 @@ ACLSIM_API aclError aclrtGetLogicDevIdByUserDevId(const int32_t userDevid, int32
 
 ACLSIM_API aclError aclrtDeviceGetBareTgid(int32_t* pid) {
   if (pid == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "null output");
-  *pid = static_cast<int32_t>(getpid());
+  *pid = own_pid();
   return ACL_SUCCESS;
 }
 

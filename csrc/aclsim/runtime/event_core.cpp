@@ -1,7 +1,6 @@
 #include "event_core.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,11 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "futex.h"
+#include "process.h"
 #include "stream.h"
 
 namespace aclsim {
@@ -76,53 +74,6 @@ class TableLock {
  private:
   pthread_mutex_t* m_;
 };
-
-// State and start time (clock ticks since boot, field 22) of /proc/<pid>/stat.
-bool read_proc_stat(int32_t pid, char* state, uint64_t* start_ticks) {
-  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat_file, line)) return false;
-  const size_t paren = line.rfind(')');  // the command name may hold ')'
-  if (paren == std::string::npos) return false;
-  std::istringstream fields(line.substr(paren + 1));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 3) *state = field[0];
-    if (i == 22) {
-      *start_ticks = std::strtoull(field.c_str(), nullptr, 10);
-      return true;
-    }
-  }
-  return false;
-}
-
-// Low 32 bits of this process's start time, cached per pid (fork changes it).
-uint32_t own_start() {
-  static std::atomic<uint64_t> cached{0};  // pid << 32 | start
-  const auto pid = static_cast<uint32_t>(getpid());
-  const uint64_t c = cached.load(std::memory_order_relaxed);
-  if (c >> 32 == pid) return static_cast<uint32_t>(c);
-  char state = 0;
-  uint64_t ticks = 0;
-  const uint32_t start = read_proc_stat(static_cast<int32_t>(pid), &state, &ticks) ? static_cast<uint32_t>(ticks) : 0;
-  cached.store((uint64_t{pid} << 32) | start, std::memory_order_relaxed);
-  return start;
-}
-
-// Whether the process that recorded a slot can still run the record. A
-// zombie (killed, not yet reaped) counts as dead: this matters when the
-// waiter is the recorder's own parent, blocked in this very wait and so
-// unable to reap it. A live process with the recorder's pid but another
-// start time reused the pid after the recorder died.
-bool process_alive(int32_t pid, uint32_t start) {
-  if (pid <= 0 || pid == getpid()) return true;
-  if (kill(pid, 0) != 0 && errno != EPERM) return false;
-  char state = 0;
-  uint64_t ticks = 0;
-  if (!read_proc_stat(pid, &state, &ticks)) return true;  // no procfs: trust kill()
-  if (state == 'Z' || state == 'X') return false;
-  return start == 0 || static_cast<uint32_t>(ticks) == start;
-}
 
 // Blocks until the slot left the pending state. Returns an error when the
 // recorder died first or the deadline passed.
@@ -265,7 +216,7 @@ aclError EventCore::record(Stream& stream) {
       }
       if (idx < n) {
         Slot& s = table_->slots[idx];
-        s.recorder_pid.store(static_cast<int32_t>(getpid()));
+        s.recorder_pid.store(own_pid());
         s.recorder_start.store(own_start());
         s.done_ns.store(0);
         s.state.store(kPending, std::memory_order_release);
