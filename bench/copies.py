@@ -200,6 +200,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--goal", type=float, default=GOAL)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.iters < 1 or args.numel < 1 or args.pending <= 0 or args.goal <= 0:
+        p.error("--iters and --numel must be >= 1, --pending and --goal > 0")
 
     if torch.npu.device_count() < 2:
         raise SystemExit("needs two NPUs (aclsim: ACLSIM_DEVICES=2 or more)")

@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--numel", type=int, default=256)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.blocks < 1 or args.calls < 1 or args.numel < 1:
+        p.error("--blocks, --calls and --numel must be >= 1")
 
     cases = _cases(args.numel)
     samples: dict[str, dict[str, list[float]]] = {name: {"on": [], "off": []} for name in cases}

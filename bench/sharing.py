@@ -236,11 +236,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--work-ms", type=float, default=1.0, help="simulated device work per tensor")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    if args.iters + WARMUP >= 1000:
-        raise SystemExit("--iters must stay below 1000 - 20: torch_npu's native path degrades past 1000 shares")
+    if not 1 <= args.iters < 1000 - WARMUP:
+        p.error(f"--iters must be >= 1 and < {1000 - WARMUP}: torch_npu's native path degrades past 1000 shares")
+    if args.repeat < 1 or args.pipeline < 1 or args.work_ms <= 0:
+        p.error("--repeat and --pipeline must be >= 1, --work-ms > 0")
 
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
-    for _ in range(max(1, args.repeat)):
+    for _ in range(args.repeat):
         for native_path in (False, True):
             runs[native_path].append(_host_cost(args.iters, native=native_path))
     plugin = min(runs[False], key=lambda r: r["total_us"])

@@ -66,3 +66,25 @@ def test_runner_quick_runs_every_benchmark(tmp_path: Path) -> None:
     assert not any(isinstance(v, dict) and v.get("error") for v in data.values())
     assert data["sharing"]["pipeline"]["events"]["tensors_per_s"] > 0
     assert data["copies"]["iters"] == 20
+
+
+@pytest.mark.parametrize(
+    ("name", "argv", "message"),
+    [
+        ("copies", ["--iters", "0"], "--iters and --numel must be >= 1"),
+        ("copies", ["--pending", "0"], "--pending and --goal > 0"),
+        ("copy_hook", ["--calls", "0"], "--blocks, --calls and --numel must be >= 1"),
+        ("ipc_event_latency", ["--iters", "0"], "--iters must be >= 1"),
+        ("sharing", ["--pipeline", "0"], "--repeat and --pipeline must be >= 1"),
+        ("sharing", ["--iters", "990"], "--iters must be >= 1 and < 980"),
+    ],
+)
+def test_benchmarks_refuse_counts_they_cannot_measure(
+    name: str, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A count of zero used to fail deep in the run (an empty median, a pipeline that never warmed up)."""
+    module = bench._load(bench.BENCH_DIR / f"{name}.py")
+    with pytest.raises(SystemExit) as exc:
+        module.main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
