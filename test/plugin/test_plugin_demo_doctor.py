@@ -76,3 +76,17 @@ def test_cli_help_and_unknown_command(capsys: pytest.CaptureFixture[str]) -> Non
     assert out.startswith("usage: python -m torch_npu_ipc") and "doctor" in out and "bench" in out
     assert main(["bogus"]) == 2
     assert "unknown command 'bogus'" in capsys.readouterr().err
+
+
+@pytest.mark.mode_independent
+@pytest.mark.parametrize("argv", [["--consumers", "0"], ["--tensors", "0"], ["--work-ms", "0"], ["--work-ms", "-1"]])
+def test_demo_refuses_counts_it_cannot_run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before any flow runs; these used to run the demo and fail inside a flow."""
+    from torch_npu_ipc.demo import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert "--consumers and --tensors must be >= 1, --work-ms > 0" in captured.err
+    assert "[SUCCESS]" not in captured.out and "[FAILURE]" not in captured.out
