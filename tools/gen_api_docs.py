@@ -52,6 +52,7 @@ SECTIONS: list[tuple[str, list[str]]] = [
             "torch_npu_ipc.copies.is_enabled",
             "torch_npu_ipc.copies.disabled",
             "torch_npu_ipc.copies.status",
+            "torch_npu_ipc.event_guard.status",
         ],
     ),
     (

@@ -17,7 +17,7 @@ RUNTIME: str = select_runtime()
 import torch  # noqa: E402,F401
 import torch_npu  # noqa: E402,F401
 
-from torch_npu_ipc import copies, reductions  # noqa: E402
+from torch_npu_ipc import copies, event_guard, reductions  # noqa: E402
 from torch_npu_ipc.events import Event  # noqa: E402
 from torch_npu_ipc.sharing import export_tensor, import_tensor, ipc_collect, safe_globals, sharing_stats  # noqa: E402
 from torch_npu_ipc.streams import ExternalStream  # noqa: E402
@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 
 reductions.register()
 copies.install_from_env()
+event_guard.install_from_env()
 reductions.register_tensors()
 
 __all__ = [

@@ -1,8 +1,12 @@
-"""Normalizing device arguments the way torch.npu does, with clear errors."""
+"""Normalizing device arguments the way torch.npu does, with clear errors; torch_npu's queue settings."""
 
 from __future__ import annotations
 
+import os
+import re
+
 import torch
+import torch_npu
 
 
 def npu_index(device: int | str | torch.device | None, *, what: str = "device") -> int:
@@ -34,3 +38,10 @@ def npu_index(device: int | str | torch.device | None, *, what: str = "device") 
 def stream_triple(stream: torch.npu.Stream) -> tuple[int, int, int]:
     """Return the (stream_id, device_index, device_type) triple the C++ core identifies streams by."""
     return (stream.stream_id, stream.device_index, stream.device_type)
+
+
+def per_stream_queue_on() -> bool:
+    """Whether torch_npu runs one task queue per stream (``PER_STREAM_QUEUE`` non-zero, task queue on)."""
+    # A leading integer, as torch_npu reads it.
+    number = re.match(r"\s*[+-]?\d+", os.environ.get("PER_STREAM_QUEUE", ""))
+    return number is not None and int(number.group()) != 0 and torch_npu.npu.get_task_queue_enable() != 0

@@ -55,6 +55,15 @@ def report() -> list[str]:
         lines.append(f"  cross-device copies                        {_describe_copies(copies.status())}")
     else:
         lines.append("  cross-device copies                        torch_npu's own (copy hook not installed)")
+    guard = getattr(torch_npu_ipc, "event_guard", None)
+    if guard is not None:
+        gs = guard.status()
+        how = (
+            "plugin: destroy queued behind other devices' waits (TORCH_NPU_IPC_EVENT_GUARD=0 turns it off)"
+            if gs["installed"]
+            else f"torch_npu's own ({gs['reason']})"
+        )
+        lines.append(f"  autograd cross-device events               {how}")
     from torch_npu_ipc import streams
 
     refusal = streams.per_stream_queue_refusal()

@@ -23,7 +23,6 @@ import functools
 import inspect
 import operator
 import os
-import re
 import threading
 import warnings
 import weakref
@@ -35,7 +34,7 @@ import torch
 import torch_npu
 
 from torch_npu_ipc import _C
-from torch_npu_ipc._device import npu_index, stream_triple
+from torch_npu_ipc._device import npu_index, per_stream_queue_on, stream_triple
 
 __all__ = ["ExternalStream"]
 
@@ -135,10 +134,9 @@ def per_stream_queue_refusal() -> str:
     integer, with the task queue on) raises "External NPU stream is not
     supported" at the first op, event or synchronize on one.
     """
-    value = os.environ.get("PER_STREAM_QUEUE", "")
-    number = re.match(r"\s*[+-]?\d+", value)  # read as torch_npu does: a leading integer, else 0
-    if number is None or int(number.group()) == 0 or torch_npu.npu.get_task_queue_enable() == 0:
+    if not per_stream_queue_on():
         return ""
+    value = os.environ.get("PER_STREAM_QUEUE", "")
     return f"torch_npu's per-stream task queue (PER_STREAM_QUEUE={value}) does not support external streams"
 
 

@@ -4,6 +4,7 @@
 #include "bindings.h"
 #include "copy_barrier.h"
 #include "copy_hook.h"
+#include "event_guard.h"
 #include "task_queue.h"
 
 namespace py = pybind11;
@@ -37,6 +38,16 @@ void bind_copies(py::module_& m) {
     d["delegated"] = copies_delegated();
     d["signal_wait_ns"] = s.signal_wait_ns;
     d["queue_full_waits"] = s.queue_full_waits;
+    return d;
+  });
+  m.def("_event_guard_install", &event_guard_install,
+        "Wrap torch_npu's device guard so a c10::Event outlives the waits other devices' queues hold on it.");
+  m.def("_event_guard_stats", [] {
+    EventGuardStats s = event_guard_stats();
+    py::dict d;
+    d["installed"] = event_guard_installed();
+    d["deferred_destroys"] = s.deferred_destroys;
+    d["tracked_events"] = s.tracked_events;
     return d;
   });
   py::class_<QueueHold>(m, "_QueueHold",

@@ -1,0 +1,223 @@
+#include "event_guard.h"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Logging.h>
+#include <torch/version.h>
+
+#include <atomic>
+#include <bitset>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "acl_table.h"
+#include "task_queue.h"
+#include "torch_npu/csrc/core/npu/NPUStream.h"
+
+// The wrapper forwards every virtual of DeviceGuardImplInterface; it is built
+// against the interface of torch 2.13 (the one checked), and left out on older
+// torch, whose interface has fewer virtuals.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+#define TORCH_NPU_IPC_EVENT_GUARD 1
+#else
+#define TORCH_NPU_IPC_EVENT_GUARD 0
+#endif
+
+namespace torch_npu_ipc {
+namespace {
+
+std::atomic<uint64_t> deferred_destroys{0};
+std::atomic<bool> installed{false};
+
+#if TORCH_NPU_IPC_EVENT_GUARD
+
+constexpr c10::DeviceType kNpu = c10::DeviceType::PrivateUse1;
+constexpr int kMaxDevices = 64;
+
+// An event recorded through the wrapper: its device, and the other devices
+// whose streams were made to wait on it.
+struct Tracked {
+  c10::DeviceIndex device = -1;
+  std::bitset<kMaxDevices> waiters;
+};
+
+class Registry {
+ public:
+  void recorded(void* event, c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.try_emplace(event, Tracked{device, {}});
+  }
+
+  void blocked(void* event, c10::DeviceIndex device) {
+    if (device < 0 || device >= kMaxDevices) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = events_.find(event);
+    if (it != events_.end() && it->second.device != device) it->second.waiters.set(device);
+  }
+
+  // The event's entry, removed; device -1 when it was never recorded here.
+  Tracked take(void* event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = events_.find(event);
+    if (it == events_.end()) return {};
+    Tracked t = it->second;
+    events_.erase(it);
+    return t;
+  }
+
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<void*, Tracked> events_;  // guarded by mu_
+};
+
+Registry& registry() {
+  static Registry* r = std::make_unique<Registry>().release();  // used until the process ends
+  return *r;
+}
+
+// Queues the destroy of `event` (recorded on `owner`) behind the waits the
+// `waiters` devices' queues hold; false when it cannot be queued that way
+// (the caller then hands the destroy to torch_npu).
+bool defer_destroy(void* event, c10::DeviceIndex owner, const std::bitset<kMaxDevices>& waiters) {
+  const AclTable& t = acl();
+  // Without aclrtCreateEventExWithFlag, torch_npu destroys events only once
+  // the runtime reports their waits complete: nothing to fix.
+  if (t.DestroyEvent == nullptr || t.CreateEventExWithFlag == nullptr) return false;
+  const c10_npu::NPUStream owner_stream = c10_npu::getCurrentNPUStream(owner);
+  if (!runs_queued(owner_stream)) return false;
+  std::vector<c10_npu::NPUStream> waiting;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (!waiters.test(d)) continue;
+    waiting.push_back(c10_npu::getCurrentNPUStream(static_cast<c10::DeviceIndex>(d)));
+    if (!runs_queued(waiting.back())) return false;
+  }
+  ensure_queue_running(owner_stream);
+  for (const auto& s : waiting) ensure_queue_running(s);
+
+  std::vector<std::shared_ptr<QueueSignal>> waited;
+  EnqueueGroup group;
+  for (const auto& s : waiting) {
+    // One queue per device: this marker runs after the wait torch_npu queued
+    // on any stream of that device.
+    auto signal = std::make_shared<QueueSignal>();
+    waited.push_back(signal);
+    enqueue(s.device_index(), "torch_npu_ipc::event_guard_waited",
+            [fire = std::make_shared<QueueSignalSender>(signal)] {
+              fire->fire(ACL_SUCCESS);
+              return ACL_SUCCESS;
+            });
+  }
+  enqueue(owner, "torch_npu_ipc::event_guard_destroy", [&t, event, waited = std::move(waited)] {
+    // A marker dropped unrun (its queue failed) dropped the wait before it:
+    // the handle is free to go either way.
+    for (const auto& signal : waited) (void)signal->wait(kQueueSignalTimeout);
+    return t.DestroyEvent(static_cast<aclrtEvent>(event));
+  });
+  deferred_destroys.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
+ public:
+  explicit NpuEventGuard(const c10::impl::DeviceGuardImplInterface* inner) : inner_(inner) {}
+
+  // ---- events: tracked, then forwarded
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    inner_->record(event, stream, device_index, flag);
+    if (*event != nullptr && runs_queued(c10_npu::NPUStream(stream))) registry().recorded(*event, stream.device_index());
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    inner_->block(event, stream);
+    if (event != nullptr) registry().blocked(event, stream.device_index());
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {
+    if (event != nullptr) {
+      const Tracked t = registry().take(event);
+      if (t.device >= 0 && t.waiters.any()) {
+        try {
+          if (defer_destroy(event, t.device, t.waiters)) return;
+        } catch (const std::exception& e) {
+          LOG(WARNING) << "torch_npu_ipc: could not queue an event's destroy behind its waits ("
+                       << e.what() << "); torch_npu destroys it";
+        }
+      }
+    }
+    inner_->destroyEvent(event, device_index);
+  }
+
+  // ---- everything else: forwarded
+  c10::DeviceType type() const override { return inner_->type(); }
+  c10::Device exchangeDevice(c10::Device d) const override { return inner_->exchangeDevice(d); }
+  c10::Device getDevice() const override { return inner_->getDevice(); }
+  void setDevice(c10::Device d) const override { inner_->setDevice(d); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override { inner_->uncheckedSetDevice(d); }
+  c10::Stream getStream(c10::Device d) const override { return inner_->getStream(d); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return inner_->getDefaultStream(d); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {
+    return inner_->getStreamFromGlobalPool(d, isHighPriority);
+  }
+  c10::Stream getNewStream(c10::Device d, int priority = 0) const override { return inner_->getNewStream(d, priority); }
+  c10::Stream exchangeStream(c10::Stream s) const override { return inner_->exchangeStream(s); }
+  void* getStreamNativeHandle(const c10::Stream s) const override { return inner_->getStreamNativeHandle(s); }
+  bool queryEvent(void* event) const override { return inner_->queryEvent(event); }
+  c10::DeviceIndex deviceCount() const noexcept override { return inner_->deviceCount(); }
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override { return inner_->getDeviceCapability(d); }
+  bool queryStream(const c10::Stream& s) const override { return inner_->queryStream(s); }
+  void synchronizeStream(const c10::Stream& s) const override { inner_->synchronizeStream(s); }
+  bool isStreamCapturing(const c10::Stream& s) const override { return inner_->isStreamCapturing(s); }
+  void synchronizeEvent(void* event) const override { inner_->synchronizeEvent(event); }
+  void synchronizeDevice(const c10::DeviceIndex d) const override { inner_->synchronizeDevice(d); }
+  void recordDataPtrOnStream(const c10::DataPtr& p, const c10::Stream& s) const override {
+    inner_->recordDataPtrOnStream(p, s);
+  }
+  double elapsedTime(void* a, void* b, const c10::DeviceIndex d) const override {
+    return inner_->elapsedTime(a, b, d);
+  }
+
+ private:
+  const c10::impl::DeviceGuardImplInterface* inner_;
+};
+
+#endif  // TORCH_NPU_IPC_EVENT_GUARD
+
+}  // namespace
+
+bool event_guard_install() {
+#if TORCH_NPU_IPC_EVENT_GUARD
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (installed.load()) return true;
+  auto& slot = c10::impl::device_guard_impl_registry[static_cast<size_t>(kNpu)];
+  const c10::impl::DeviceGuardImplInterface* current = slot.load();
+  if (current == nullptr) return false;
+  // Leaked on purpose, as c10 requires of registered implementations: a
+  // DeviceGuard may run in any destructor until the process ends.
+  slot.store(std::make_unique<NpuEventGuard>(current).release());
+  installed.store(true);
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool event_guard_installed() { return installed.load(); }
+
+EventGuardStats event_guard_stats() {
+  EventGuardStats s;
+  s.deferred_destroys = deferred_destroys.load(std::memory_order_relaxed);
+#if TORCH_NPU_IPC_EVENT_GUARD
+  s.tracked_events = registry().size();
+#endif
+  return s;
+}
+
+}  // namespace torch_npu_ipc

@@ -1,0 +1,69 @@
+"""Autograd across devices with torch_npu's task queue on: events outlive their waits.
+
+torch_npu 2.13's autograd engine hands a gradient from one device to another
+by recording a ``c10::Event`` on the producer's stream, making the consumer's
+stream wait on it, and dropping it. With the task queue on
+(``TASK_QUEUE_ENABLE=1`` or ``2``, one queue per device) the destroy can reach
+the runtime before the other device's queue issued the wait, which then fails
+with "aclrtStreamWaitEvent: invalid event handle", and every later op on that
+device fails. A backward pass across devices hits it within a few iterations,
+with or without torch_npu_ipc's copy hook.
+
+``import torch_npu_ipc`` wraps torch_npu's device-guard implementation (what
+``c10::Event`` calls) so that destroying an event another device's queue
+waits on is queued behind that wait; everything else is forwarded unchanged.
+``TORCH_NPU_IPC_EVENT_GUARD=0`` leaves torch_npu's implementation alone. The
+wrapper is not installed where it is not needed: with the task queue off, or
+with torch_npu's per-stream queues (``PER_STREAM_QUEUE=1``), whose event
+manager waits for an event's waits before destroying it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch_npu
+
+from torch_npu_ipc import _C
+from torch_npu_ipc._device import per_stream_queue_on
+
+ENV_VAR = "TORCH_NPU_IPC_EVENT_GUARD"
+
+_not_installed_reason = "not asked for yet"
+
+
+def install_from_env() -> None:
+    r"""Install the wrapper unless ``TORCH_NPU_IPC_EVENT_GUARD=0`` or it is not needed (called on import).
+
+    Raises:
+        ValueError: for a value of ``TORCH_NPU_IPC_EVENT_GUARD`` other than ``1`` or ``0``.
+    """
+    global _not_installed_reason
+    value = os.environ.get(ENV_VAR, "1").strip().lower()
+    if value in ("0", "off"):
+        _not_installed_reason = f"{ENV_VAR}={value}"
+    elif value not in ("", "1", "on"):
+        raise ValueError(f"{ENV_VAR} must be '1' or '0', got {value!r}")
+    elif torch_npu.npu.get_task_queue_enable() == 0:
+        _not_installed_reason = "task queue off (TASK_QUEUE_ENABLE=0): calls reach the runtime in program order"
+    elif per_stream_queue_on():
+        _not_installed_reason = "PER_STREAM_QUEUE=1: torch_npu destroys an event only once its waits ran"
+    elif not _C._event_guard_install():
+        _not_installed_reason = "this build of torch_npu_ipc targets a torch older than 2.13"
+    else:
+        _not_installed_reason = ""
+
+
+def status() -> dict[str, Any]:
+    r"""Return the state of the guard that keeps autograd's cross-device events alive until their waits ran.
+
+    Returns:
+        dict: ``installed`` (bool), ``reason`` (why it is not, ``""`` when it
+        is), ``deferred_destroys`` (event destroys queued behind another
+        device's wait so far) and ``tracked_events`` (events recorded through
+        it with the task queue on and not destroyed yet).
+    """
+    st = dict(_C._event_guard_stats())
+    st["reason"] = "" if st["installed"] else _not_installed_reason
+    return st
