@@ -59,7 +59,7 @@ def report() -> list[str]:
     if guard is not None:
         gs = guard.status()
         how = (
-            "plugin: destroy queued behind other devices' waits (TORCH_NPU_IPC_EVENT_GUARD=0 turns it off)"
+            "plugin: wait queued behind the record, destroy behind the waits (TORCH_NPU_IPC_EVENT_GUARD=0: off)"
             if gs["installed"]
             else f"torch_npu's own ({gs['reason']})"
         )

@@ -7,11 +7,14 @@ stream wait on it, and dropping it. With the task queue on
 the runtime before the other device's queue issued the wait, which then fails
 with "aclrtStreamWaitEvent: invalid event handle", and every later op on that
 device fails. A backward pass across devices hits it within a few iterations,
-with or without torch_npu_ipc's copy hook.
+with or without torch_npu_ipc's copy hook. Nor is the wait ordered after the
+record: when it reaches the runtime first it waits for nothing, and the
+consumer reads the gradient before it is written.
 
 ``import torch_npu_ipc`` wraps torch_npu's device-guard implementation (what
-``c10::Event`` calls) so that destroying an event another device's queue
-waits on is queued behind that wait; everything else is forwarded unchanged.
+``c10::Event`` calls) so that a wait on another device's event is queued
+behind its record, and destroying an event another device's queue waits on
+behind that wait; everything else is forwarded unchanged.
 ``TORCH_NPU_IPC_EVENT_GUARD=0`` leaves torch_npu's implementation alone. The
 wrapper is not installed where it is not needed: with the task queue off, or
 with torch_npu's per-stream queues (``PER_STREAM_QUEUE=1``), whose event
@@ -60,8 +63,9 @@ def status() -> dict[str, Any]:
 
     Returns:
         dict: ``installed`` (bool), ``reason`` (why it is not, ``""`` when it
-        is), ``deferred_destroys`` (event destroys queued behind another
-        device's wait so far) and ``tracked_events`` (events recorded through
+        is), ``gated_waits`` (waits held until the other device's queue
+        issued the record), ``deferred_destroys`` (event destroys queued
+        behind another device's wait so far) and ``tracked_events`` (events recorded through
         it with the task queue on and not destroyed yet).
     """
     st = dict(_C._event_guard_stats())

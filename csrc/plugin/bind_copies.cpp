@@ -47,6 +47,7 @@ void bind_copies(py::module_& m) {
     py::dict d;
     d["installed"] = event_guard_installed();
     d["deferred_destroys"] = s.deferred_destroys;
+    d["gated_waits"] = s.gated_waits;
     d["tracked_events"] = s.tracked_events;
     return d;
   });

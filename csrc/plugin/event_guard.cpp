@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <bitset>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -28,6 +29,7 @@ namespace torch_npu_ipc {
 namespace {
 
 std::atomic<uint64_t> deferred_destroys{0};
+std::atomic<uint64_t> gated_waits{0};
 std::atomic<bool> installed{false};
 
 #if TORCH_NPU_IPC_EVENT_GUARD
@@ -49,11 +51,15 @@ class Registry {
     events_.try_emplace(event, Tracked{device, {}});
   }
 
-  void blocked(void* event, c10::DeviceIndex device) {
-    if (device < 0 || device >= kMaxDevices) return;
+  // Notes that `device` waits on `event`; the device it was recorded on, -1
+  // if it was not recorded here.
+  c10::DeviceIndex blocked(void* event, c10::DeviceIndex device) {
+    if (device < 0 || device >= kMaxDevices) return -1;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = events_.find(event);
-    if (it != events_.end() && it->second.device != device) it->second.waiters.set(device);
+    if (it == events_.end()) return -1;
+    if (it->second.device != device) it->second.waiters.set(device);
+    return it->second.device;
   }
 
   // The event's entry, removed; device -1 when it was never recorded here.
@@ -81,33 +87,61 @@ Registry& registry() {
   return *r;
 }
 
+// Whether the current streams of `devices` all queue their work in torch_npu
+// (the groups below must not contain a call that runs inline); starts their
+// queues. Only then, and only where aclrtCreateEventExWithFlag exists (torch_npu
+// otherwise destroys events once the runtime reports their waits complete),
+// does the guard step in.
+bool all_queued(std::initializer_list<c10::DeviceIndex> devices, const std::vector<c10::DeviceIndex>& more = {}) {
+  const AclTable& t = acl();
+  if (t.DestroyEvent == nullptr || t.CreateEventExWithFlag == nullptr) return false;
+  std::vector<c10_npu::NPUStream> streams;
+  for (c10::DeviceIndex d : devices) streams.push_back(c10_npu::getCurrentNPUStream(d));
+  for (c10::DeviceIndex d : more) streams.push_back(c10_npu::getCurrentNPUStream(d));
+  for (const auto& s : streams) {
+    if (!runs_queued(s)) return false;
+  }
+  for (const auto& s : streams) ensure_queue_running(s);
+  return true;
+}
+
+// Holds the queue of `waiter` until the queue of `owner` has issued
+// everything queued before now, the event's record among it: a wait that
+// reached the runtime before its record would wait for nothing (torch_npu
+// orders this only with per-stream queues). The wait torch_npu queues next
+// on `waiter` comes after this gate.
+bool gate_behind_record(c10::DeviceIndex owner, c10::DeviceIndex waiter) {
+  if (!all_queued({owner, waiter})) return false;
+  auto recorded = std::make_shared<QueueSignal>();
+  EnqueueGroup group;
+  enqueue(owner, "torch_npu_ipc::event_guard_recorded", [fire = std::make_shared<QueueSignalSender>(recorded)] {
+    fire->fire(ACL_SUCCESS);
+    return ACL_SUCCESS;
+  });
+  enqueue(waiter, "torch_npu_ipc::event_guard_gate", [recorded] { return recorded->wait(kQueueSignalTimeout); });
+  gated_waits.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 // Queues the destroy of `event` (recorded on `owner`) behind the waits the
 // `waiters` devices' queues hold; false when it cannot be queued that way
 // (the caller then hands the destroy to torch_npu).
 bool defer_destroy(void* event, c10::DeviceIndex owner, const std::bitset<kMaxDevices>& waiters) {
   const AclTable& t = acl();
-  // Without aclrtCreateEventExWithFlag, torch_npu destroys events only once
-  // the runtime reports their waits complete: nothing to fix.
-  if (t.DestroyEvent == nullptr || t.CreateEventExWithFlag == nullptr) return false;
-  const c10_npu::NPUStream owner_stream = c10_npu::getCurrentNPUStream(owner);
-  if (!runs_queued(owner_stream)) return false;
-  std::vector<c10_npu::NPUStream> waiting;
+  std::vector<c10::DeviceIndex> waiting;
   for (int d = 0; d < kMaxDevices; ++d) {
-    if (!waiters.test(d)) continue;
-    waiting.push_back(c10_npu::getCurrentNPUStream(static_cast<c10::DeviceIndex>(d)));
-    if (!runs_queued(waiting.back())) return false;
+    if (waiters.test(d)) waiting.push_back(static_cast<c10::DeviceIndex>(d));
   }
-  ensure_queue_running(owner_stream);
-  for (const auto& s : waiting) ensure_queue_running(s);
+  if (!all_queued({owner}, waiting)) return false;
 
   std::vector<std::shared_ptr<QueueSignal>> waited;
   EnqueueGroup group;
-  for (const auto& s : waiting) {
+  for (c10::DeviceIndex d : waiting) {
     // One queue per device: this marker runs after the wait torch_npu queued
     // on any stream of that device.
     auto signal = std::make_shared<QueueSignal>();
     waited.push_back(signal);
-    enqueue(s.device_index(), "torch_npu_ipc::event_guard_waited",
+    enqueue(d, "torch_npu_ipc::event_guard_waited",
             [fire = std::make_shared<QueueSignalSender>(signal)] {
               fire->fire(ACL_SUCCESS);
               return ACL_SUCCESS;
@@ -135,8 +169,16 @@ class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void block(void* event, const c10::Stream& stream) const override {
+    const c10::DeviceIndex waiter = stream.device_index();
+    const c10::DeviceIndex owner = event != nullptr ? registry().blocked(event, waiter) : -1;
+    if (owner >= 0 && owner != waiter) {
+      try {
+        gate_behind_record(owner, waiter);
+      } catch (const std::exception& e) {
+        LOG(WARNING) << "torch_npu_ipc: could not order an event's wait after its record (" << e.what() << ")";
+      }
+    }
     inner_->block(event, stream);
-    if (event != nullptr) registry().blocked(event, stream.device_index());
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {
@@ -214,6 +256,7 @@ bool event_guard_installed() { return installed.load(); }
 EventGuardStats event_guard_stats() {
   EventGuardStats s;
   s.deferred_destroys = deferred_destroys.load(std::memory_order_relaxed);
+  s.gated_waits = gated_waits.load(std::memory_order_relaxed);
 #if TORCH_NPU_IPC_EVENT_GUARD
   s.tracked_events = registry().size();
 #endif

@@ -1,5 +1,5 @@
-// Keeps torch_npu's c10::Event handles alive until every task queue that
-// waits on them has issued its wait.
+// Orders torch_npu's c10::Event calls across two devices' task queues: a wait
+// after its record, a destroy after every wait.
 //
 // torch_npu 2.13 bug (autograd engine, task queue on, one queue per device):
 // InputBuffer::add records a c10::Event on the producer device's stream,
@@ -10,11 +10,18 @@
 // queues: when the producer's queue runs first, the wait names a dead handle
 // ("aclrtStreamWaitEvent: invalid event handle") and the consumer's queue
 // refuses all later work. A backward pass across devices hits it within a few
-// iterations.
+// iterations. And nothing orders the wait after the record either: a wait
+// that reaches the runtime first waits for nothing, and the consumer reads the
+// gradient before it is written (seen as wrong gradients with several threads
+// running backward passes across devices). torch_npu orders both only with
+// per-stream queues.
 //
 // The fix wraps torch_npu's DeviceGuardImplInterface for PrivateUse1 (what
 // c10::Event and the autograd engine call) and forwards every call to it,
-// remembering which other devices blocked on each event. Destroying an event
+// remembering which other devices blocked on each event. A wait on another
+// device's event is held in its queue until the event's queue reached the
+// point where the wait was asked for (a group of two queued calls, see
+// task_queue.h), so it reaches the runtime after the record. Destroying an event
 // that another device's queue waits on becomes one queued group (task_queue.h):
 // a marker behind the wait in each waiting device's queue, and, in the
 // event's device's queue where torch_npu would put its destroy, a call that
@@ -33,6 +40,7 @@ bool event_guard_installed();
 
 struct EventGuardStats {
   uint64_t deferred_destroys = 0;  // destroys queued behind another device's wait
+  uint64_t gated_waits = 0;        // waits held until the other device's queue issued the record
   uint64_t tracked_events = 0;     // events recorded through the wrapper and not yet destroyed
 };
 EventGuardStats event_guard_stats();
