@@ -1,4 +1,4 @@
-"""Autograd across devices with torch_npu's task queue on: events outlive their waits.
+"""Autograd across devices with torch_npu's task queue on: waits follow records, events outlive waits.
 
 torch_npu 2.13's autograd engine hands a gradient from one device to another
 by recording a ``c10::Event`` on the producer's stream, making the consumer's
@@ -59,14 +59,14 @@ def install_from_env() -> None:
 
 
 def status() -> dict[str, Any]:
-    r"""Return the state of the guard that keeps autograd's cross-device events alive until their waits ran.
+    r"""Return the state of the guard that orders autograd's cross-device event calls across task queues.
 
     Returns:
         dict: ``installed`` (bool), ``reason`` (why it is not, ``""`` when it
         is), ``gated_waits`` (waits held until the other device's queue
         issued the record), ``deferred_destroys`` (event destroys queued
-        behind another device's wait so far) and ``tracked_events`` (events recorded through
-        it with the task queue on and not destroyed yet).
+        behind another device's wait so far) and ``tracked_events`` (events
+        recorded through it with the task queue on and not destroyed yet).
     """
     st = dict(_C._event_guard_stats())
     st["reason"] = "" if st["installed"] else _not_installed_reason

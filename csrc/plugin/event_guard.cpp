@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <bitset>
-#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -92,17 +91,25 @@ Registry& registry() {
 // queues. Only then, and only where aclrtCreateEventExWithFlag exists (torch_npu
 // otherwise destroys events once the runtime reports their waits complete),
 // does the guard step in.
-bool all_queued(std::initializer_list<c10::DeviceIndex> devices, const std::vector<c10::DeviceIndex>& more = {}) {
+bool all_queued(const std::vector<c10::DeviceIndex>& devices) {
   const AclTable& t = acl();
   if (t.DestroyEvent == nullptr || t.CreateEventExWithFlag == nullptr) return false;
   std::vector<c10_npu::NPUStream> streams;
   for (c10::DeviceIndex d : devices) streams.push_back(c10_npu::getCurrentNPUStream(d));
-  for (c10::DeviceIndex d : more) streams.push_back(c10_npu::getCurrentNPUStream(d));
   for (const auto& s : streams) {
     if (!runs_queued(s)) return false;
   }
   for (const auto& s : streams) ensure_queue_running(s);
   return true;
+}
+
+// Queues on `device` a call that fires `signal` when torch_npu's queue reaches
+// it (or fails it, if the queue drops the call unrun).
+void enqueue_marker(c10::DeviceIndex device, const char* name, std::shared_ptr<QueueSignal> signal) {
+  enqueue(device, name, [fire = std::make_shared<QueueSignalSender>(std::move(signal))] {
+    fire->fire(ACL_SUCCESS);
+    return ACL_SUCCESS;
+  });
 }
 
 // Holds the queue of `waiter` until the queue of `owner` has issued
@@ -114,10 +121,7 @@ bool gate_behind_record(c10::DeviceIndex owner, c10::DeviceIndex waiter) {
   if (!all_queued({owner, waiter})) return false;
   auto recorded = std::make_shared<QueueSignal>();
   EnqueueGroup group;
-  enqueue(owner, "torch_npu_ipc::event_guard_recorded", [fire = std::make_shared<QueueSignalSender>(recorded)] {
-    fire->fire(ACL_SUCCESS);
-    return ACL_SUCCESS;
-  });
+  enqueue_marker(owner, "torch_npu_ipc::event_guard_recorded", recorded);
   enqueue(waiter, "torch_npu_ipc::event_guard_gate", [recorded] { return recorded->wait(kQueueSignalTimeout); });
   gated_waits.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -132,7 +136,9 @@ bool defer_destroy(void* event, c10::DeviceIndex owner, const std::bitset<kMaxDe
   for (int d = 0; d < kMaxDevices; ++d) {
     if (waiters.test(d)) waiting.push_back(static_cast<c10::DeviceIndex>(d));
   }
-  if (!all_queued({owner}, waiting)) return false;
+  std::vector<c10::DeviceIndex> involved = waiting;
+  involved.push_back(owner);
+  if (!all_queued(involved)) return false;
 
   std::vector<std::shared_ptr<QueueSignal>> waited;
   EnqueueGroup group;
@@ -141,11 +147,7 @@ bool defer_destroy(void* event, c10::DeviceIndex owner, const std::bitset<kMaxDe
     // on any stream of that device.
     auto signal = std::make_shared<QueueSignal>();
     waited.push_back(signal);
-    enqueue(d, "torch_npu_ipc::event_guard_waited",
-            [fire = std::make_shared<QueueSignalSender>(signal)] {
-              fire->fire(ACL_SUCCESS);
-              return ACL_SUCCESS;
-            });
+    enqueue_marker(d, "torch_npu_ipc::event_guard_waited", signal);
   }
   enqueue(owner, "torch_npu_ipc::event_guard_destroy", [&t, event, waited = std::move(waited)] {
     // A marker dropped unrun (its queue failed) dropped the wait before it:
