@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "own_pid.h"
+
 namespace torch_npu_ipc {
 namespace {
 
@@ -77,7 +79,7 @@ uint64_t start_time(int32_t pid) {
 uint64_t my_start_time() {
   static std::atomic<int32_t> pid{0};
   static std::atomic<uint64_t> start{0};
-  const int32_t me = static_cast<int32_t>(getpid());
+  const int32_t me = own_pid();
   if (pid.load() != me) {
     start.store(start_time(me));
     pid.store(me);
@@ -160,13 +162,13 @@ class OwnedNames {
     names_.push_back(name);
   }
   ~OwnedNames() {
-    if (getpid() != pid_) return;
+    if (own_pid() != pid_) return;
     for (const auto& n : names_) shm_unlink(n.c_str());
   }
 
  private:
   std::mutex mu_;
-  pid_t pid_ = getpid();
+  int32_t pid_ = own_pid();
   std::vector<std::string> names_;
 };
 
@@ -208,7 +210,7 @@ std::shared_ptr<RefTable> RefTable::create() {
   static std::atomic<uint32_t> seq{0};
   static std::once_flag cleaned;
   std::call_once(cleaned, remove_stale_tables);
-  const int32_t pid = static_cast<int32_t>(getpid());
+  const int32_t pid = own_pid();
   std::string name = "/" + std::string(kPrefix) + pidns() + "." + std::to_string(pid) + "." +
                      std::to_string(start_time(pid)) + "." + std::to_string(seq++);
   int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -293,7 +295,7 @@ int32_t RefTable::owner_pid() const { return static_cast<Header*>(base_)->owner_
 
 bool RefTable::owner_alive() const {
   const int32_t pid = owner_pid();
-  if (owner_ || pid == static_cast<int32_t>(getpid())) return true;
+  if (owner_ || pid == own_pid()) return true;
   std::lock_guard<std::mutex> lock(alive_mu_);
   if (owner_dead_) return false;
   if (!pidfd_tried_) {
@@ -330,7 +332,7 @@ bool RefTable::owner_in_proc() const {
 
 bool RefTable::take(SlotRef* out, uint64_t tag, uint64_t fingerprint) {
   auto* h = static_cast<Header*>(base_);
-  const int32_t me = static_cast<int32_t>(getpid());
+  const int32_t me = own_pid();
   uint32_t start = __atomic_load_n(&h->next_hint, __ATOMIC_RELAXED);
   for (uint32_t k = 0; k < kSlots; ++k) {
     uint32_t i = (start + k) % kSlots;
@@ -357,7 +359,7 @@ bool RefTable::claim(const SlotRef& ref) {
   std::atomic<uint64_t>* w = word(ref.index);
   uint64_t cur = w->load();
   if (gen_of(cur) != ref.generation || state_of(cur) != SlotState::Sent) return false;
-  if (!w->compare_exchange_strong(cur, pack(ref.generation, SlotState::Claimed, static_cast<int32_t>(getpid())))) {
+  if (!w->compare_exchange_strong(cur, pack(ref.generation, SlotState::Claimed, own_pid()))) {
     return false;
   }
   // Tells a later process with our pid apart from us. Until it is written
@@ -387,7 +389,7 @@ bool RefTable::reclaim_unclaimed(const SlotRef& ref) {
 }
 
 uint32_t RefTable::reclaim_unclaimed_forwards(std::chrono::steady_clock::duration timeout) {
-  const int32_t me = static_cast<int32_t>(getpid());
+  const int32_t me = own_pid();
   const auto now = std::chrono::steady_clock::now();
   std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> still;
   uint32_t n = 0;
@@ -440,7 +442,7 @@ bool RefTable::tag_live(uint64_t tag) const {
 
 bool RefTable::owner_alive_now() const {
   if (!owner_alive()) return false;
-  if (owner_ || owner_pid() == static_cast<int32_t>(getpid())) return true;
+  if (owner_ || owner_pid() == own_pid()) return true;
   return owner_in_proc();
 }
 

@@ -27,6 +27,7 @@
 #include "ipc_event.h"
 #include "ipc_memory.h"
 #include "npu_stream.h"
+#include "own_pid.h"
 #include "ref_table.h"
 #include "torch_npu/csrc/core/NPUStorageImpl.h"
 #include "torch_npu/csrc/core/npu/NPUFunctions.h"
@@ -362,7 +363,7 @@ Descriptor share_storage(const c10::Storage& storage) {
   TORCH_CHECK_VALUE(dev.type() == c10::DeviceType::PrivateUse1, "share_storage expects an NPU storage, got ", dev);
   TORCH_CHECK_VALUE(impl->nbytes() > 0, "an empty storage has nothing to share");
   Descriptor d;
-  d.producer_pid = static_cast<int32_t>(getpid());
+  d.producer_pid = own_pid();
   d.storage_nbytes = impl->nbytes();
   State& s = state();
   Ref ref;
@@ -372,7 +373,7 @@ Descriptor share_storage(const c10::Storage& storage) {
     // and take a slot in the original producer's table.
     auto* r = static_cast<Received*>(current.get_context());
     d = r->origin;
-    d.producer_pid = static_cast<int32_t>(getpid());
+    d.producer_pid = own_pid();
     d.event_handle.clear();
     TORCH_CHECK(r->ref.table->owner_alive(), "cannot forward a tensor whose producer (pid ", r->ref.table->owner_pid(),
                 ") has exited");
@@ -534,7 +535,7 @@ SharingStats sharing_stats() {
   SharingStats st;
   st.inflight_events = prune_inflight_locked(s, /*full=*/true);
   st.limbo_blocks = static_cast<int64_t>(s.limbo.size());
-  const auto me = static_cast<int32_t>(getpid());
+  const auto me = own_pid();
   for (const auto& t : s.tables) {
     st.live_slots += t->live_count();
     st.live_slots_self += t->claimed_by(me);

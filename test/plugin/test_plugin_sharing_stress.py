@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -444,3 +445,43 @@ def test_forked_receiver_gets_a_clear_error() -> None:
     assert "you must use the 'spawn' start method" in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if "torch_npu_ipc: warning" in ln]
     assert len(lines) == 1 and "1 tensor(s)" in lines[0] and "not yet received" in lines[0], lines
+
+
+FORKED_CHILD_EXITS = """
+import ctypes, glob, json, os, time
+from multiprocessing.reduction import ForkingPickler
+import torch_npu_ipc, torch
+
+x = torch.ones(8, device="npu:0")
+blob = ForkingPickler.dumps(x)  # takes a slot: this process now owns a reference table
+mine = lambda: sorted(p for p in glob.glob("/dev/shm/torch_npu_ipc.*") if f".{os.getpid()}." in p)
+before = mine()
+child = os.fork()
+if child == 0:
+    ctypes.CDLL(None).exit(0)  # C exit: static destructors run in the child, the plugin's among them
+deadline = time.monotonic() + 60
+while not os.waitpid(child, os.WNOHANG)[0]:
+    assert time.monotonic() < deadline, "the forked child did not exit"
+    time.sleep(0.01)
+print("OK", json.dumps({"before": before, "after": mine()}))
+del x, blob
+torch_npu_ipc.ipc_collect()
+"""
+
+
+def test_forked_child_keeps_the_parents_tables() -> None:
+    """A ``fork``ed child that exits normally unlinks none of its parent's reference tables.
+
+    The plugin caches its pid (glibc's ``getpid()`` is a system call); a child that kept the parent's pid would
+    unlink the parent's table names at exit and every later receiver would fail to open them. The parent's own
+    exit still unlinks them. (torch_npu's own static destructors crash in a forked child, after the plugin's: the
+    child's exit status is not checked.)
+    """
+    r = subprocess.run(
+        [sys.executable, "-c", FORKED_CHILD_EXITS], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0 and "OK " in r.stdout, r.stderr[-3000:]
+    seen = json.loads(r.stdout.split("OK ", 1)[1])
+    assert len(seen["before"]) == 1, seen
+    assert seen["after"] == seen["before"], seen
+    assert not Path(seen["before"][0]).exists(), "the parent's exit left its table behind"
