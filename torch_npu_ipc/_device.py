@@ -40,8 +40,26 @@ def stream_triple(stream: torch.npu.Stream) -> tuple[int, int, int]:
     return (stream.stream_id, stream.device_index, stream.device_type)
 
 
+def _env_int(name: str, default: int) -> int:
+    """The leading integer of environment variable ``name``, as torch_npu reads it (``default`` without one)."""
+    number = re.match(r"\s*[+-]?\d+", os.environ.get(name, ""))
+    return default if number is None else int(number.group())
+
+
+def task_queue_on() -> bool:
+    """Whether torch_npu runs ops through its task queue (``TASK_QUEUE_ENABLE`` 1 or 2).
+
+    torch_npu 2.13 says so itself (``torch_npu.npu.get_task_queue_enable``);
+    older releases (2.7.1) have no getter, and the variables are read the way
+    they read them: ``TASK_QUEUE_ENABLE`` defaults to 1, and
+    ``ASCEND_LAUNCH_BLOCKING=1`` turns the queue off.
+    """
+    getter = getattr(torch_npu.npu, "get_task_queue_enable", None)
+    if getter is not None:
+        return getter() != 0
+    return _env_int("ASCEND_LAUNCH_BLOCKING", 0) != 1 and _env_int("TASK_QUEUE_ENABLE", 1) != 0
+
+
 def per_stream_queue_on() -> bool:
     """Whether torch_npu runs one task queue per stream (``PER_STREAM_QUEUE`` non-zero, task queue on)."""
-    # A leading integer, as torch_npu reads it.
-    number = re.match(r"\s*[+-]?\d+", os.environ.get("PER_STREAM_QUEUE", ""))
-    return number is not None and int(number.group()) != 0 and torch_npu.npu.get_task_queue_enable() != 0
+    return _env_int("PER_STREAM_QUEUE", 0) != 0 and task_queue_on()

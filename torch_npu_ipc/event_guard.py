@@ -26,10 +26,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import torch_npu
-
 from torch_npu_ipc import _C
-from torch_npu_ipc._device import per_stream_queue_on
+from torch_npu_ipc._device import per_stream_queue_on, task_queue_on
 
 ENV_VAR = "TORCH_NPU_IPC_EVENT_GUARD"
 
@@ -48,7 +46,7 @@ def install_from_env() -> None:
         _not_installed_reason = f"{ENV_VAR}={value}"
     elif value not in ("", "1", "on"):
         raise ValueError(f"{ENV_VAR} must be '1' or '0', got {value!r}")
-    elif torch_npu.npu.get_task_queue_enable() == 0:
+    elif not task_queue_on():
         _not_installed_reason = "task queue off (TASK_QUEUE_ENABLE=0): calls reach the runtime in program order"
     elif per_stream_queue_on():
         _not_installed_reason = "PER_STREAM_QUEUE=1: torch_npu destroys an event only once its waits ran"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch_npu  # noqa: F401  (registers the npu device)
-from helpers import native_external_stream, on_device_thread, torch_npu_version
+from helpers import native_external_stream, on_device_thread, task_queue_on, torch_npu_version
 from simacl import requires_aclsim
 
 import aclsim
@@ -25,9 +25,7 @@ pytestmark = requires_aclsim
 
 WORK = 0.3
 # torch_npu itself refuses external streams when its per-stream task queue is on.
-PER_STREAM_QUEUE_ON = bool(re.match(r"\s*[+-]?0*[1-9]", os.environ.get("PER_STREAM_QUEUE", ""))) and (
-    torch.npu.get_task_queue_enable() != 0
-)
+PER_STREAM_QUEUE_ON = bool(re.match(r"\s*[+-]?0*[1-9]", os.environ.get("PER_STREAM_QUEUE", ""))) and task_queue_on()
 
 
 def _acl() -> ctypes.CDLL:
