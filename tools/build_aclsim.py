@@ -35,7 +35,7 @@ LIBRARIES: dict[str, tuple[list[str], list[str]]] = {
     # implements: empty, forwarding through DT_NEEDED.
     "libacl_op_compiler.so": (["extra/forward.cpp"], ["ascendcl"]),
     "libge_runner.so": (["extra/forward.cpp"], ["ascendcl"]),
-    "libgraph.so": (["extra/forward.cpp"], ["ascendcl"]),
+    "libgraph.so": (["extra/graph.cpp"], ["ascendcl"]),
     "libacl_tdt_channel.so": (["extra/forward.cpp"], ["ascendcl"]),
     "libruntime.so": (["extra/forward.cpp"], ["ascendcl"]),
 }

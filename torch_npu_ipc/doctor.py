@@ -14,7 +14,10 @@ from torch_npu_ipc import _C
 
 
 def _native_features() -> dict[str, bool]:
-    import torch_npu.multiprocessing.reductions as native_reductions
+    try:  # torch_npu 2.6.0 and older have no torch_npu.multiprocessing
+        import torch_npu.multiprocessing.reductions as native_reductions
+    except ImportError:
+        native_reductions = None
 
     return {
         "Event IPC (ipc_handle / from_ipc_handle)": hasattr(torch_npu.npu.Event, "ipc_handle"),

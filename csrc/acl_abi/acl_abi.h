@@ -1,7 +1,7 @@
 // CANN's ACL runtime ABI, as the rest of csrc/ sees it: the ACL headers that
 // the installed torch_npu wheel ships, plus what newer CANN releases added
 // and older wheels' headers lack (torch_npu 2.7.1 ships acl_rt.h without
-// interprocess events or IPC memory, for example).
+// interprocess events, 2.6.0 also without IPC memory, for example).
 //
 // Everything below restates CANN 8.x's ABI (the values and layouts in the
 // headers torch_npu 2.13 ships) and is declared only where the installed
@@ -44,6 +44,20 @@
 typedef struct aclrtIpcEventHandle {
   char reserved[ACL_IPC_EVENT_HANDLE_SIZE];
 } aclrtIpcEventHandle;
+#endif
+
+// IPC memory flags (aclrtIpcMemGetExportKey / aclrtIpcMemImportByKey).
+#ifndef ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT
+#define ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT 0x0UL
+#endif
+#ifndef ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION
+#define ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x1UL
+#endif
+#ifndef ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT
+#define ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT 0x0UL
+#endif
+#ifndef ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS
+#define ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x1UL
 #endif
 
 // Copy kinds after ACL_MEMCPY_DEVICE_TO_DEVICE (enumerators 4..7 of aclrtMemcpyKind).

@@ -23,7 +23,7 @@ constexpr uint64_t kExportFlags = ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDAT
 
 int64_t segments_freed(c10::DeviceIndex device) {
   auto stats = c10_npu::NPUCachingAllocator::getDeviceStats(device);
-  return stats.segment[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].freed;
+  return stats.segment[static_cast<size_t>(c10_npu::NPUCachingAllocator::StatType::AGGREGATE)].freed;
 }
 
 using SegmentId = std::tuple<int, uintptr_t, size_t>;  // device, base, size

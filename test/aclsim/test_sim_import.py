@@ -57,3 +57,28 @@ def test_activate_refuses_a_different_device_count() -> None:
         aclsim.activate(devices=3)
     with pytest.raises(ValueError):
         aclsim.simulator_env(devices=9)
+
+
+# What torch_npu 2.6.0's libtorch_npu.so links from CANN's libgraph.so (GE graph construction; its
+# static initializers register operator creators). Without them 2.6.0 fails to load
+# ("undefined symbol: _ZN2ge8Operator12AttrRegisterEPKcl"); `make compat TORCH_NPU=2.6.0` runs it.
+GE_SYMBOLS = (
+    "_ZN2ge12AscendStringC1EPKc",
+    "_ZN2ge23OperatorCreatorRegisterC1EPKcRKSt8functionIFNS_8OperatorERKNS_12AscendStringEEE",
+    "_ZN2ge8Operator12AttrRegisterEPKcb",
+    "_ZN2ge8Operator12AttrRegisterEPKcl",
+    "_ZN2ge8Operator13InputRegisterEPKc",
+    "_ZN2ge8Operator14OutputRegisterEPKc",
+    "_ZN2ge8Operator20DynamicInputRegisterEPKcjb",
+    "_ZN2ge8Operator20RequiredAttrRegisterEPKc",
+    "_ZN2ge8Operator27DynamicInputRegisterByIndexEPKcjm",
+    "_ZN2ge8OperatorC2EPKcS2_",
+    "_ZN2ge8OperatorC2ERKNS_12AscendStringES3_",
+)
+
+
+def test_libgraph_exports_what_older_torch_npu_links() -> None:
+    """aclsim's libgraph.so defines the GE symbols torch_npu 2.6.0 links directly."""
+    lib = ctypes.CDLL(str(aclsim.lib_dir() / "libgraph.so"))
+    missing = [name for name in GE_SYMBOLS if not hasattr(lib, name)]
+    assert not missing, missing

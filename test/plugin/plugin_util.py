@@ -68,9 +68,10 @@ def disable_native_event_ipc() -> None:
     type_dict["ipc_handle"] = _refuse
     type_dict["from_ipc_handle"] = classmethod(_refuse)
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(base))
-    native_reductions = torch_npu.multiprocessing.reductions
-    native_reductions.rebuild_npu_event = _refuse
-    native_reductions._npu_reduce_event = _refuse
+    native_reductions = getattr(getattr(torch_npu, "multiprocessing", None), "reductions", None)
+    if native_reductions is not None:  # torch_npu 2.6.0 and older have no torch_npu.multiprocessing
+        native_reductions.rebuild_npu_event = _refuse
+        native_reductions._npu_reduce_event = _refuse
     ForkingPickler._extra_reducers[torch_npu.npu.Event] = _refuse
 
 
@@ -154,8 +155,15 @@ def share_native(t: torch.Tensor) -> tuple[Callable[..., torch.Tensor], tuple[An
 
     The data channel of the event tests: shared once, before any timed work,
     so that every later ordering comes from the events under test alone.
+    torch_npu 2.6.0 and older have no tensor IPC of their own: there the
+    plugin's sharing is the channel.
     """
-    return torch_npu.multiprocessing.reductions._npu_reduce_tensor(t)
+    native = getattr(getattr(torch_npu, "multiprocessing", None), "reductions", None)
+    if native is None:
+        from torch_npu_ipc import sharing
+
+        return sharing.reduce_npu_tensor(t)
+    return native._npu_reduce_tensor(t)
 
 
 def open_native(shared: tuple[Callable[..., torch.Tensor], tuple[Any, ...]]) -> torch.Tensor:
