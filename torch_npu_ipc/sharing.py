@@ -27,12 +27,15 @@ from torch_npu_ipc._device import npu_index
 MAGIC = b"TNPUIPC\x00"
 VERSION = 1
 
-# Wire codes of the dtypes a descriptor can carry (append only).
-_DTYPES: tuple[torch.dtype, ...] = (
-    torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.uint8, torch.int16,
-    torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128,
+# Wire codes of the dtypes a descriptor can carry, by name (append only). A name this torch
+# lacks keeps its code, as None: a descriptor naming it is refused at decode.
+_DTYPE_NAMES: tuple[str, ...] = (
+    "float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64", "bool",
+    "complex64", "complex128", "uint16", "uint32", "uint64", "complex32", "float8_e4m3fn", "float8_e5m2",
+    "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
 )  # fmt: skip
-_DTYPE_CODE = {dt: i for i, dt in enumerate(_DTYPES)}
+_DTYPES: tuple[torch.dtype | None, ...] = tuple(getattr(torch, name, None) for name in _DTYPE_NAMES)
+_DTYPE_CODE = {dt: i for i, dt in enumerate(_DTYPES) if dt is not None}
 
 # producer_pid, device, block_size, storage_offset, storage_nbytes, slot_index, slot_generation,
 # dtype, requires_grad, ndim, tensor storage offset
@@ -48,10 +51,19 @@ def _pack_str(b: bytes) -> bytes:
     return bytes([len(b)]) + b
 
 
+def _check_encodable(t: torch.Tensor) -> None:
+    """Refuse what a descriptor cannot carry, before anything is taken for the send."""
+    if t.dtype not in _DTYPE_CODE:
+        raise TypeError(
+            f"cannot share a tensor of dtype {t.dtype}: a descriptor carries "
+            + ", ".join(str(dt).removeprefix("torch.") for dt in _DTYPE_CODE)
+        )
+    if t.dim() > _MAX_DIMS:
+        raise ValueError(f"cannot share a tensor of {t.dim()} dimensions: a descriptor carries at most {_MAX_DIMS}")
+
+
 def _encode(fields: tuple[Any, ...], t: torch.Tensor) -> bytes:
     pid, device, key, block_size, st_off, st_nbytes, table, slot, gen, event = fields
-    if t.dtype not in _DTYPE_CODE:
-        raise TypeError(f"cannot share a tensor of dtype {t.dtype}")
     body = _FIXED.pack(
         pid, device, block_size, st_off, st_nbytes, slot, gen, _DTYPE_CODE[t.dtype],
         int(t.requires_grad), t.dim(), t.storage_offset(),
@@ -82,6 +94,8 @@ def _decode(data: bytes) -> tuple[tuple[Any, ...], torch.dtype, list[int], list[
         pid, device, block_size, st_off, st_nbytes, slot, gen, code, req, ndim, t_off = _FIXED.unpack_from(body, 0)
         if ndim > _MAX_DIMS or code >= len(_DTYPES):
             raise ValueError("bad dims or dtype")
+        if _DTYPES[code] is None:
+            raise ValueError(f"dtype torch.{_DTYPE_NAMES[code]} does not exist in this torch {torch.__version__}")
         pos = _FIXED.size
         dims = struct.unpack_from(f"<{2 * ndim}q", body, pos)
         pos += 16 * ndim
@@ -122,13 +136,15 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
     Each descriptor is valid for ONE :func:`import_tensor`.
 
     Raises:
-        ValueError: for a non-NPU tensor.
-        TypeError: for an unsupported dtype.
+        ValueError: for a non-NPU tensor, or one of more than 64 dimensions.
+        TypeError: for an unsupported dtype (checked before anything is
+            taken for the send: a refused tensor holds no reference slot).
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"export_tensor expects a torch.Tensor, got {type(tensor).__name__}")
     if tensor.device.type != "npu":
         raise ValueError(f"export_tensor expects an NPU tensor, got a tensor on {tensor.device}")
+    _check_encodable(tensor)
     if tensor.untyped_storage().nbytes() == 0:
         fields = (0, tensor.device.index, b"", 0, 0, 0, "", 0, 0, b"")
         return _encode(fields, tensor)

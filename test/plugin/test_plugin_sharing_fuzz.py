@@ -155,3 +155,43 @@ def test_fuzzed_descriptors_only_raise() -> None:
     s.start("fuzzer", _fuzzer, q, back)
     s.start("producer", _producer, q, back)
     s.finish(timeout=600)
+
+
+def _refuser() -> None:
+    before = torch_npu_ipc.sharing_stats()
+    refused = [
+        (torch.empty(4, dtype=torch.bits8, device="npu:0"), TypeError, "cannot share a tensor of dtype torch.bits8"),
+        (torch.empty(4, dtype=torch.bits16, device="npu:0"), TypeError, "a descriptor carries float32"),
+        (torch.empty([1] * 65, device="npu:0"), ValueError, "65 dimensions: a descriptor carries at most 64"),
+    ]
+    for t, exc, match in refused:
+        with pytest.raises(exc, match=match):
+            torch_npu_ipc.export_tensor(t)
+        with pytest.raises(exc, match=match):
+            sharing.reduce_npu_tensor(t)  # what a Queue's pickling calls
+    after = torch_npu_ipc.sharing_stats()
+    # Refused before anything was taken: no reference slot, no in-flight event to wait for at exit.
+    assert after["live_slots"] == before["live_slots"] == 0, (before, after)
+    assert after["inflight_events"] == before["inflight_events"], (before, after)
+    # A descriptor naming no dtype code is refused at decode.
+    desc = torch_npu_ipc.export_tensor(torch.ones(3, device="npu:0"))
+    head = len(sharing.MAGIC) + 6
+    for code in (len(sharing._DTYPES), 255):
+        b = bytearray(desc)
+        b[head + 44] = code  # the dtype code follows pid, device, three u64 and two u32
+        with pytest.raises(ValueError, match="malformed tensor descriptor: bad dims or dtype"):
+            torch_npu_ipc.import_tensor(_recrc(bytes(b)))
+    # A receiver whose torch lacks a dtype that the sender's has (complex32 removed from its table,
+    # as in a torch without it) refuses by name.
+    desc = torch_npu_ipc.export_tensor(torch.ones(3, dtype=torch.complex32).to("npu:0"))
+    code = sharing._DTYPE_NAMES.index("complex32")
+    sharing._DTYPES = (*sharing._DTYPES[:code], None, *sharing._DTYPES[code + 1 :])
+    with pytest.raises(ValueError, match=r"dtype torch.complex32 does not exist in this torch"):
+        torch_npu_ipc.import_tensor(desc)
+
+
+def test_unshareable_tensor_is_refused_before_anything_is_taken() -> None:
+    """An unsupported dtype or too many dimensions raises at once and leaves no slot or event taken."""
+    s = Scenario()
+    s.start("refuser", _refuser)
+    s.finish()
