@@ -47,7 +47,14 @@ def report() -> list[str]:
     reason = _C._ipc_event_unsupported_reason(torch.npu.current_device()) if torch.npu.device_count() else "no NPU"
     lines.append(f"IPC events     {'supported' if not reason else 'UNSUPPORTED: ' + reason}")
     lines.append("paths used by torch_npu_ipc:")
-    lines.append("  interprocess Event                         plugin (ACL IPC events, own lifetime manager)")
+    lines.append(
+        "  interprocess Event                         "
+        + (
+            "plugin (ACL IPC events, own lifetime manager)"
+            if not reason
+            else "unavailable: " + reason + " (Event() without interprocess=True still works)"
+        )
+    )
     lines.append(
         "  tensor sharing                             "
         + ("plugin (IPC memory + IPC events)" if not reason else "unavailable: " + reason)

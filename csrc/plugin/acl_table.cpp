@@ -88,8 +88,8 @@ std::string acl_library_path() {
 }
 
 void require(const void* fn, const char* name, const char* feature) {
-  TORCH_CHECK(fn != nullptr, feature, " is not supported by this CANN runtime: ", name,
-              " is missing from libascendcl.so. Upgrade the CANN toolkit (8.3 or newer) and the "
+  TORCH_CHECK(fn != nullptr, feature, ": not supported by this CANN runtime (", name,
+              " is missing from libascendcl.so). Upgrade the CANN toolkit (8.3 or newer) and the "
               "NPU driver (HDK 25.0 or newer) to use it.");
 }
 

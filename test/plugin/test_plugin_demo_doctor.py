@@ -42,7 +42,8 @@ def test_doctor_reports_runtime_and_paths(command: list[str]) -> None:
     assert "runtime        aclsim" in out.stdout
     assert "devices        4" in out.stdout
     assert "IPC events     supported" in out.stdout
-    assert "tensor sharing" in out.stdout
+    assert "interprocess Event                         plugin (ACL IPC events" in out.stdout
+    assert "tensor sharing                             plugin (IPC memory + IPC events)" in out.stdout
     line = next(x for x in out.stdout.splitlines() if "cross-device copies" in x)
     assert "plugin, two-way event barrier" in line and "(hook on" in line, line
     assert ("queued behind torch_npu's tasks" if task_queue_on() else "issued from the calling thread") in line, line
