@@ -88,7 +88,9 @@ setup(
     package_data={"aclsim": ["lib/*.so", "cann_home/*/README.txt"]},
     ext_modules=[ext],
     cmdclass={"build_ext": BuildWithSimulator},
-    install_requires=["torch==2.13.0", "torch-npu==2.13.0"],
+    # The extension is built against the torch / torch_npu installed at build time (no build
+    # isolation): any tested release from 2.6 on. requirements.txt pins the CPU set CI runs.
+    install_requires=["torch>=2.6", "torch-npu>=2.6"],
     entry_points={"console_scripts": ["aclsim = aclsim.__main__:main"]},
     zip_safe=False,
 )

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", f"torch-npu=={args.torch_npu}"])
     copy_tree(src)
     env = dict(os.environ, ACLSIM_DEVICES=os.environ.get("ACLSIM_DEVICES", "4"))
-    # Editable, so that the tests' subprocesses import it too; --no-deps: setup.py pins torch 2.13.0.
+    # Editable, so that the tests' subprocesses import it too; --no-deps: torch and torch-npu are in place.
     run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(src)], env=env)
     run([str(py), "-m", "torch_npu_ipc", "doctor"], cwd=src, env=env)
     run([str(py), "-m", "torch_npu_ipc.demo"], cwd=src, env=env)

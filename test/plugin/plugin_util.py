@@ -48,6 +48,11 @@ class NativeEventIpcDisabled(RuntimeError):
     """Raised by torch_npu's native event IPC entry points while they are disabled."""
 
 
+def _native_reductions() -> Any:
+    """torch_npu's own ``torch_npu.multiprocessing.reductions``, or None (2.6.0 and older have none)."""
+    return getattr(getattr(torch_npu, "multiprocessing", None), "reductions", None)
+
+
 def _refuse(*args: Any, **kwargs: Any) -> Any:
     raise NativeEventIpcDisabled("torch_npu's native event IPC entry points are disabled in this test")
 
@@ -68,8 +73,8 @@ def disable_native_event_ipc() -> None:
     type_dict["ipc_handle"] = _refuse
     type_dict["from_ipc_handle"] = classmethod(_refuse)
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(base))
-    native_reductions = getattr(getattr(torch_npu, "multiprocessing", None), "reductions", None)
-    if native_reductions is not None:  # torch_npu 2.6.0 and older have no torch_npu.multiprocessing
+    native_reductions = _native_reductions()
+    if native_reductions is not None:
         native_reductions.rebuild_npu_event = _refuse
         native_reductions._npu_reduce_event = _refuse
     ForkingPickler._extra_reducers[torch_npu.npu.Event] = _refuse
@@ -158,7 +163,7 @@ def share_native(t: torch.Tensor) -> tuple[Callable[..., torch.Tensor], tuple[An
     torch_npu 2.6.0 and older have no tensor IPC of their own: there the
     plugin's sharing is the channel.
     """
-    native = getattr(getattr(torch_npu, "multiprocessing", None), "reductions", None)
+    native = _native_reductions()
     if native is None:
         from torch_npu_ipc import sharing
 
