@@ -23,7 +23,10 @@ def npu_index(device: int | str | torch.device | None, *, what: str = "device") 
     if isinstance(device, int):
         index = device
     elif isinstance(device, (str, torch.device)):
-        dev = torch.device(device)
+        try:
+            dev = torch.device(device)
+        except RuntimeError as exc:  # torch's parse error for a malformed string
+            raise ValueError(f"{what}: {exc}") from None
         if dev.type != "npu":
             raise ValueError(f"{what} must be an NPU device, got {dev}")
         index = torch.npu.current_device() if dev.index is None else dev.index

@@ -11,8 +11,11 @@ other transport (sockets, ZMQ, Ray).
 from __future__ import annotations
 
 import atexit
+import functools
+import math
 import struct
 import sys
+import threading
 import time
 import warnings
 import zlib
@@ -22,7 +25,7 @@ from typing import Any
 import torch
 
 from torch_npu_ipc import _C
-from torch_npu_ipc._device import npu_index
+from torch_npu_ipc._device import npu_index, stream_triple
 
 MAGIC = b"TNPUIPC\x00"
 VERSION = 1
@@ -114,8 +117,13 @@ def _decode(data: bytes) -> tuple[tuple[Any, ...], torch.dtype, list[int], list[
     sizes, strides = list(dims[:ndim]), list(dims[ndim:])
     if any(s < 0 for s in sizes) or t_off < 0:
         raise ValueError("malformed tensor descriptor: negative size or offset")
+    dtype = _DTYPES[code]
+    if req and not (dtype.is_floating_point or dtype.is_complex):
+        raise ValueError(f"malformed tensor descriptor: requires_grad on a tensor of dtype {dtype}")
+    if st_nbytes == 0 and math.prod(sizes) != 0:
+        raise ValueError("malformed tensor descriptor: elements in an empty storage")
     fields = (pid, device, strs[0], block_size, st_off, st_nbytes, table, slot, gen, strs[2])
-    return fields, _DTYPES[code], sizes, strides, t_off, bool(req)
+    return fields, dtype, sizes, strides, t_off, bool(req)
 
 
 def _check_bounds(sizes: list[int], strides: list[int], offset: int, itemsize: int, nbytes: int) -> None:
@@ -126,6 +134,40 @@ def _check_bounds(sizes: list[int], strides: list[int], offset: int, itemsize: i
     last = offset + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True))
     if (last + 1) * itemsize > nbytes:
         raise ValueError("malformed tensor descriptor: the view exceeds the shared storage")
+
+
+_HOOK_LOCK = threading.Lock()
+
+
+def _hook_record_stream() -> None:
+    """Route ``Tensor.record_stream`` of shared and received memory to the plugin.
+
+    torch_npu's caching allocator ignores memory whose deleter is not its
+    own, which sharing installs on a block it sends and on one it receives:
+    there ``record_stream`` would silently do nothing and the memory could be
+    reused while the stream still reads it. Installed by the first share or
+    receive; every other tensor and stream (ExternalStreams included) goes to
+    the original unchanged. Idempotent.
+    """
+    with _HOOK_LOCK:
+        original = torch.Tensor.record_stream
+        if getattr(original, "_torch_npu_ipc_shared", False):
+            return
+
+        @functools.wraps(original)
+        def record_stream(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if len(args) + len(kwargs) == 1 and self.device.type == "npu":
+                stream = args[0] if args else kwargs.get("s")
+                if isinstance(stream, torch.npu.Stream):
+                    from torch_npu_ipc.streams import external_of
+
+                    if external_of(stream) is None and _C._record_shared_use(self, stream_triple(stream)):
+                        return None
+            return original(self, *args, **kwargs)
+
+        record_stream._torch_npu_ipc_shared = True  # type: ignore[attr-defined]
+        record_stream._torch_npu_ipc_original = original  # type: ignore[attr-defined]
+        torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
 
 
 def export_tensor(tensor: torch.Tensor) -> bytes:
@@ -145,6 +187,7 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
     if tensor.device.type != "npu":
         raise ValueError(f"export_tensor expects an NPU tensor, got a tensor on {tensor.device}")
     _check_encodable(tensor)
+    _hook_record_stream()
     if tensor.untyped_storage().nbytes() == 0:
         fields = (0, tensor.device.index, b"", 0, 0, 0, "", 0, 0, b"")
         return _encode(fields, tensor)
@@ -180,6 +223,7 @@ def import_tensor(data: bytes, device: int | str | torch.device | None = None) -
             out.requires_grad_(True)
         return out
     _check_bounds(sizes, strides, offset, dtype.itemsize, fields[5])
+    _hook_record_stream()
     torch.npu._lazy_init()  # a receiver may not have touched the NPU yet (returns at once after the first call)
     # One call: import (cached), the stream wait, the slot claim, the exact view (target device made current).
     return _C._rebuild_tensor(fields, target, dtype, sizes, strides, offset, requires_grad)

@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "npu_stream.h"
 #include "sharing.h"
 
 namespace py = pybind11;
@@ -57,6 +58,15 @@ void bind_sharing(py::module_& m) {
       py::arg("fields"), py::arg("device"), py::arg("dtype"), py::arg("sizes"), py::arg("strides"),
       py::arg("storage_offset"), py::arg("requires_grad"),
       "The tensor another process shared, with its exact layout, in one call (bounds validated by the caller).");
+  m.def(
+      "_record_shared_use",
+      [](const at::Tensor& t, const std::tuple<int64_t, int64_t, int64_t>& s) {
+        const c10_npu::NPUStream stream =
+            to_npu_stream(StreamRef{std::get<0>(s), std::get<1>(s), std::get<2>(s)});
+        return record_shared_use(t.storage().data_ptr(), stream);
+      },
+      py::arg("tensor"), py::arg("stream"),
+      "Tensor.record_stream for shared or received memory; False (nothing done) for any other tensor.");
   m.def("_ipc_collect", &ipc_collect, py::arg("force") = false, py::call_guard<py::gil_scoped_release>());
   m.def("_inflight_budget", &inflight_budget);
   m.def("_sharing_stats", [] {

@@ -15,6 +15,7 @@
 #include "event_manager.h"
 #include "ipc_event.h"
 #include "npu_stream.h"
+#include "sharing.h"
 #include "task_queue.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/core/npu/NPUFormat.h"
@@ -130,8 +131,9 @@ void record_use(const at::Tensor& t, const c10_npu::NPUStream& stream) {
   // `stream` so far ran. Not free: torch_npu records an event per marked
   // stream when the block is freed (even for the block's own stream), so
   // callers mark only blocks they did not allocate themselves.
+  // A shared or received block is not the allocator's to track: see sharing.h.
   const c10::DataPtr& ptr = t.storage().data_ptr();
-  if (ptr.get() != nullptr) c10_npu::NPUCachingAllocator::recordStream(ptr, stream);
+  if (ptr.get() != nullptr && !record_shared_use(ptr, stream)) c10_npu::NPUCachingAllocator::recordStream(ptr, stream);
 }
 
 // The raw stream, ordered after the work torch_npu took for it so far:

@@ -85,6 +85,7 @@ void EventManager::collect(bool force) {
 }
 
 std::shared_ptr<IpcEvent> EventManager::acquire(c10::DeviceIndex device) {
+  IpcEvent::check_device(device);  // before it indexes the pools
   std::shared_ptr<IpcEvent> owned;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -99,8 +100,12 @@ std::shared_ptr<IpcEvent> EventManager::acquire(c10::DeviceIndex device) {
   IpcEvent* raw = owned.get();
   // The caller's handle returns the event to the pool instead of freeing it.
   return std::shared_ptr<IpcEvent>(raw, [this, owned, device](IpcEvent*) mutable {
-    std::lock_guard<std::mutex> lock(mu_);
-    pools_[device].push_back(std::move(owned));
+    try {
+      std::lock_guard<std::mutex> lock(mu_);
+      pools_[device].push_back(std::move(owned));
+    } catch (...) {
+      // Out of memory in a deleter: destroy the event instead of pooling it.
+    }
   });
 }
 

@@ -8,6 +8,7 @@
 #include "acl_table.h"
 #include "event_manager.h"
 #include "npu_stream.h"
+#include "torch_npu/csrc/core/npu/NPUFunctions.h"
 
 namespace torch_npu_ipc {
 namespace {
@@ -51,7 +52,13 @@ const std::string& ipc_events_unsupported_reason(c10::DeviceIndex device) {
   return reason;
 }
 
+void IpcEvent::check_device(c10::DeviceIndex device) {
+  const int visible = c10_npu::device_count();
+  TORCH_CHECK_VALUE(device >= 0 && device < visible, "no NPU device ", int(device), " (", visible, " visible)");
+}
+
 std::shared_ptr<IpcEvent> IpcEvent::create(c10::DeviceIndex device) {
+  check_device(device);
   auto create = NPU_IPC_ACL(CreateEventExWithFlag, kFeature);
   NPU_IPC_ACL(IpcGetEventHandle, kFeature);
   AclDeviceGuard guard(device);

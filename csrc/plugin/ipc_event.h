@@ -32,6 +32,8 @@ class IpcEvent {
  public:
   // A new IPC event on `device` (aclrtCreateEventExWithFlag(ACL_EVENT_IPC)).
   static std::shared_ptr<IpcEvent> create(c10::DeviceIndex device);
+  // Throws ValueError unless `device` is an NPU index this process sees.
+  static void check_device(c10::DeviceIndex device);
   // The event another process exported as `handle` (exactly 64 bytes),
   // opened on `device`.
   static std::shared_ptr<IpcEvent> open(c10::DeviceIndex device, const std::string& handle);

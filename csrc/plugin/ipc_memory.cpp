@@ -128,6 +128,8 @@ std::shared_ptr<Import> Import::get(const std::string& key, c10::DeviceIndex dev
   uint64_t flags = device != producer_device ? ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS : 0;
   check(import(&p, key.c_str(), flags), "aclrtIpcMemImportByKey");
   auto imp = std::make_shared<Import>(Token{}, key, p, device);
+  // Entries of imports that died go now: a long-running receiver sees many keys.
+  for (auto it = c.map.begin(); it != c.map.end();) it = it->second.expired() ? c.map.erase(it) : std::next(it);
   c.map[id] = imp;
   c.recent.push_back(imp);
   if (c.recent.size() > kRecentImports) c.recent.pop_front();

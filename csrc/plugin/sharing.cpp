@@ -4,6 +4,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "own_pid.h"
 #include "ref_table.h"
 #include "torch_npu/csrc/core/NPUStorageImpl.h"
+#include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/core/npu/NPUFunctions.h"
 
 namespace torch_npu_ipc {
@@ -81,6 +83,8 @@ struct Received {
   Ref ref;
   std::shared_ptr<Import> import;
   Descriptor origin;  // to forward the block to a third process
+  std::mutex mu;
+  std::vector<c10_npu::NPUStream> used_on;  // guarded by mu: Tensor.record_stream's streams
 };
 
 struct Inflight {
@@ -140,7 +144,8 @@ class Releaser {
     static Releaser* r = std::make_unique<Releaser>().release();
     return *r;
   }
-  void push(std::unique_ptr<Received> item, c10_npu::NPUStream stream) {
+  // `item` is moved from only once queued: if this throws, the caller still owns it.
+  void push(std::unique_ptr<Received>&& item, c10_npu::NPUStream stream) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!started_) {
       std::thread([this] { run(); }).detach();
@@ -162,19 +167,36 @@ class Releaser {
       batch.swap(queue_);
       lock.unlock();
       std::vector<c10_npu::NPUStream> streams;
+      auto add = [&streams](const c10_npu::NPUStream& stream) {
+        if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
+      };
       for (const auto& item : batch) {
-        if (std::find(streams.begin(), streams.end(), item.second) == streams.end()) streams.push_back(item.second);
+        add(item.second);
+        std::lock_guard<std::mutex> used_lock(item.first->mu);
+        for (const auto& stream : item.first->used_on) add(stream);
       }
       for (const auto& stream : streams) {
+        bool fenced = false;
         try {
           AclDeviceGuard guard(stream.device_index());
           aclrtStream raw = drained(stream);
           aclrtEvent fence = fence_for(stream.device_index());
           if (raw != nullptr && fence != nullptr && acl().RecordEvent(fence, raw) == ACL_SUCCESS) {
-            acl().SynchronizeEvent(fence);
+            fenced = acl().SynchronizeEvent(fence) == ACL_SUCCESS;
           }
         } catch (...) {
-          // The runtime is going away; releasing the slots is still right.
+        }
+        if (!fenced) {
+          // No fence (torch_npu's queue failed, no event left, the runtime is
+          // going away): wait for what the stream has at the runtime, which
+          // is all it can still run, before the producer may reuse the memory.
+          try {
+            AclDeviceGuard guard(stream.device_index());
+            aclrtStream raw = stream.stream(/*need_empty=*/false);
+            if (raw != nullptr && acl().SynchronizeStream != nullptr) acl().SynchronizeStream(raw);
+          } catch (...) {
+            // Nothing left to wait on: releasing the slots is still right.
+          }
         }
       }
       for (auto& item : batch) item.first->ref.table->release(item.first->ref.slot);
@@ -209,10 +231,37 @@ void sent_block_deleter(void* ctx) {
 }
 
 void received_deleter(void* ctx) {
+  // Runs in a storage's (noexcept) destructor: nothing may escape.
   std::unique_ptr<Received> r(static_cast<Received*>(ctx));
-  auto device = r->import->device();
-  Releaser::get().push(std::move(r), c10_npu::getCurrentNPUStream(device));
+  try {
+    auto device = r->import->device();
+    Releaser::get().push(std::move(r), c10_npu::getCurrentNPUStream(device));
+  } catch (const std::exception& e) {
+    // No thread or memory for the releaser: give the slot back now rather
+    // than never (the producer may then reuse memory this stream still reads).
+    LOG(ERROR) << "torch_npu_ipc: could not defer the release of a received tensor (" << e.what()
+               << "); released at once";
+    if (r != nullptr) r->ref.table->release(r->ref.slot);
+  }
 }
+
+}  // namespace
+
+bool record_shared_use(const c10::DataPtr& ptr, const c10_npu::NPUStream& stream) {
+  if (ptr.get_deleter() == &sent_block_deleter) {
+    c10_npu::NPUCachingAllocator::recordStream(static_cast<SentBlock*>(ptr.get_context())->original, stream);
+    return true;
+  }
+  if (ptr.get_deleter() == &received_deleter) {
+    auto* r = static_cast<Received*>(ptr.get_context());
+    std::lock_guard<std::mutex> lock(r->mu);
+    if (std::find(r->used_on.begin(), r->used_on.end(), stream) == r->used_on.end()) r->used_on.push_back(stream);
+    return true;
+  }
+  return false;
+}
+
+namespace {
 
 constexpr const char* kNoLongerReceivable =
     "this shared tensor can no longer be received: it was received already (a descriptor is valid for one "
@@ -398,10 +447,11 @@ Descriptor share_storage(const c10::Storage& storage) {
       auto owned = std::make_unique<SentBlock>();
       owned->tag = s.next_tag++;
       owned->pin = std::move(block.pin);
+      // One swap: a thread launching work on this storage meanwhile never sees a null pointer.
       void* data = impl->mutable_data();
-      owned->original = impl->set_data_ptr(c10::DataPtr());
       sent = owned.get();
-      impl->set_data_ptr_noswap(c10::DataPtr(data, owned.release(), &sent_block_deleter, dev));
+      owned->original = impl->set_data_ptr(c10::DataPtr(data, sent, &sent_block_deleter, dev));
+      owned.release();  // now owned by the storage's DataPtr
     }
     ref = take_slot_locked(s, sent->tag, block_fingerprint(d));
     prune_released(sent->refs);

@@ -14,6 +14,8 @@
 #include <ATen/Tensor.h>
 #include <c10/core/Storage.h>
 
+#include "torch_npu/csrc/core/npu/NPUStream.h"
+
 #include <cstdint>
 #include <string>
 
@@ -67,5 +69,14 @@ SharingStats sharing_stats();
 
 // The in-flight event budget (TORCH_NPU_IPC_MAX_INFLIGHT, default 1000).
 int64_t inflight_budget();
+
+// Tensor.record_stream for memory sharing took over: defers the memory's
+// reuse until the work queued on `stream` so far ran. A block this process
+// shared is no longer recognized by torch_npu's caching allocator (its
+// DataPtr carries the plugin's deleter), so the record goes to the original
+// allocation; memory received from another process is given back to its
+// producer only after `stream` too finished with it. Returns false, doing
+// nothing, for any other memory (the caller hands it to torch_npu).
+bool record_shared_use(const c10::DataPtr& ptr, const c10_npu::NPUStream& stream);
 
 }  // namespace torch_npu_ipc

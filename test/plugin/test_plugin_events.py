@@ -688,12 +688,22 @@ def test_from_ipc_handle_rejects_bad_handles(handle: Any, exc: type[Exception]) 
         Event.from_ipc_handle(0, handle)
 
 
-@pytest.mark.parametrize("device", ["cpu", torch.device("cpu"), "meta", "cuda:0", 99, -1, "npu:99"])
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu"), "meta", "cuda:0", 99, -1, "npu:99", "npu:abc", "npu:"])
 def test_from_ipc_handle_rejects_bad_devices(device: Any) -> None:
     """A non-NPU device or an NPU that does not exist -> ValueError."""
     src = Event(interprocess=True)
     with pytest.raises(ValueError):
         Event.from_ipc_handle(device, src.ipc_handle())
+
+
+@pytest.mark.parametrize("device", [-1, -128, 4, 99, 127])
+def test_core_event_constructors_reject_bad_devices(device: int) -> None:
+    """The core's own constructors check the index too (a bad one indexed the event pools: segfault)."""
+    from torch_npu_ipc import _C
+
+    for make in (_C._IpcEvent.acquire, _C._IpcEvent.create):
+        with pytest.raises(ValueError, match=f"no NPU device {device} "):
+            make(device)
 
 
 def test_non_interprocess_event_is_not_shareable() -> None:

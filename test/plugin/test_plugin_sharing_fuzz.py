@@ -181,6 +181,19 @@ def _refuser() -> None:
         b[head + 44] = code  # the dtype code follows pid, device, three u64 and two u32
         with pytest.raises(ValueError, match="malformed tensor descriptor: bad dims or dtype"):
             torch_npu_ipc.import_tensor(_recrc(bytes(b)))
+    # requires_grad on an integer tensor, or elements in an empty storage: refused before the
+    # descriptor is claimed, so the genuine one still works afterwards.
+    ints = torch.arange(6, device="npu:0")
+    desc = torch_npu_ipc.export_tensor(ints)
+    b = bytearray(desc)
+    b[head + 45] = 1  # requires_grad follows the dtype code
+    with pytest.raises(ValueError, match=r"requires_grad on a tensor of dtype torch\.int64"):
+        torch_npu_ipc.import_tensor(_recrc(bytes(b)))
+    assert torch.equal(torch_npu_ipc.import_tensor(desc).cpu(), torch.arange(6))
+    b = bytearray(torch_npu_ipc.export_tensor(torch.empty(0, device="npu:0")))
+    struct.pack_into("<q", b, head + sharing._FIXED.size, 1 << 40)  # the one size
+    with pytest.raises(ValueError, match="elements in an empty storage"):
+        torch_npu_ipc.import_tensor(_recrc(bytes(b)))
     # A receiver whose torch lacks a dtype that the sender's has (complex32 removed from its table,
     # as in a torch without it) refuses by name.
     desc = torch_npu_ipc.export_tensor(torch.ones(3, dtype=torch.complex32).to("npu:0"))

@@ -8,6 +8,11 @@
 - A send that fails (the device ran out of IPC events) frees the reference
   slot it took, so the block is not held forever, and sending works again
   once receivers caught up.
+- ``Tensor.record_stream`` keeps working on shared memory: a block this
+  process shared is not reused while a side stream that recorded it still
+  reads it (also when the plugin's cross-device copy records it), and a
+  received tensor goes back to its producer only once every stream that
+  recorded it finished.
 """
 
 from __future__ import annotations
@@ -200,4 +205,79 @@ def test_a_failed_send_frees_its_slot(monkeypatch: pytest.MonkeyPatch) -> None:
     s = Scenario()
     s.also_expect("consumer")
     s.start("producer", _failed_producer, s.results)
+    s.finish(timeout=180)
+
+
+def _side_stream_busy(seconds: float) -> torch.npu.Stream:
+    """A new stream of npu:0 whose queue is held ``seconds`` by simulated device work."""
+    side = torch.npu.Stream(device=0)
+    aclsim.sleep(side.npu_stream, seconds)
+    return side
+
+
+def _record_stream_on_a_shared_block() -> None:
+    for how in ("record_stream", "copy to npu:1"):
+        x = torch.ones(LARGE, device="npu:0")
+        # Share it (to this process itself) and let the receiver go: the storage keeps the
+        # plugin's deleter, which torch_npu's allocator does not recognize as its own.
+        torch_npu_ipc.import_tensor(torch_npu_ipc.export_tensor(x))
+        _drain()
+        addr = x.data_ptr()
+        side = _side_stream_busy(1.0)
+        with torch.npu.stream(side):
+            if how == "record_stream":
+                y = x * 2
+                x.record_stream(side)
+            else:
+                y = x.to("npu:1")  # the copy barrier marks x with `side` itself
+        del x
+        z = torch.zeros(LARGE, device="npu:0")  # the default stream: must not get x's block yet
+        assert z.data_ptr() != addr, f"{how}: the block was reused while a side stream still read it"
+        torch.npu.synchronize(0)
+        torch.npu.synchronize(1)
+        assert torch.equal(y.cpu(), torch.full((LARGE,), 2.0 if how == "record_stream" else 1.0)), how
+        del y, z
+
+
+def test_record_stream_on_a_shared_block() -> None:
+    """After a share, record_stream (and the copy barrier's own record) still defers the block's reuse."""
+    s = Scenario()
+    s.start("owner", _record_stream_on_a_shared_block)
+    s.finish(timeout=180)
+
+
+def _record_stream_producer(q: Any, back: Any) -> None:
+    x = torch.arange(LARGE, dtype=torch.float32, device="npu:0")
+    q.put(torch_npu_ipc.export_tensor(x))
+    dropped_at = get(back)  # the receiver dropped its tensor; its side stream reads it for 1.5 s more
+    time.sleep(max(0.0, dropped_at + 0.5 - time.time()))
+    torch_npu_ipc.ipc_collect()
+    assert torch_npu_ipc.sharing_stats()["live_slots"] == 1, "released while the receiver's side stream still read it"
+    deadline = time.monotonic() + 60
+    while torch_npu_ipc.sharing_stats()["live_slots"] != 0:
+        assert time.monotonic() < deadline, "never released"
+        time.sleep(0.05)
+    assert get(back) == "done"
+
+
+def _record_stream_receiver(q: Any, back: Any) -> None:
+    x = torch_npu_ipc.import_tensor(get(q))
+    side = _side_stream_busy(1.5)
+    with torch.npu.stream(side):
+        y = x * 2
+        x.record_stream(side)
+    del x
+    torch.npu.current_stream(0).synchronize()  # the stream current at the drop is idle
+    back.put(time.time())
+    side.synchronize()
+    assert torch.equal(y.cpu(), torch.arange(LARGE, dtype=torch.float32) * 2)
+    back.put("done")
+
+
+def test_record_stream_on_a_received_tensor() -> None:
+    """A received tensor's slot is released only after the streams that recorded it finished."""
+    s = Scenario()
+    q, back = s.queue(), s.queue()
+    s.start("producer", _record_stream_producer, q, back)
+    s.start("receiver", _record_stream_receiver, q, back)
     s.finish(timeout=180)
