@@ -27,6 +27,28 @@ def _native_features() -> dict[str, bool]:
     }
 
 
+# torch_npu releases with a bug of their own that the plugin's features run into (2.6.0 measured
+# here; 2.6.0.post1 predates the upstream fix, 2.6.0.post2 has it):
+# (releases, applies without the task queue only, what happens, the fix).
+_KNOWN_BUGS: tuple[tuple[frozenset[str], bool, str, str], ...] = (
+    (
+        frozenset({"2.6.0", "2.6.0.post1"}),
+        True,
+        "freeing a tensor that recorded a stream use (record_stream, or a cross-device copy through the "
+        "plugin's hook) while another device is current leaves torch_npu's cached device out of step with "
+        "ACL's, and the next op on that device fails with ACL error 107003 'stream is not in current ctx'",
+        "upgrade to torch_npu 2.6.0.post2 or newer (fixed upstream), keep the task queue on "
+        "(TASK_QUEUE_ENABLE=1|2), or set TORCH_NPU_IPC_COPIES=0",
+    ),
+)
+
+
+def known_torch_npu_bugs(version: str, task_queue: bool) -> list[str]:
+    """The known bugs of torch_npu ``version`` that matter with the task queue on or off, with their fix."""
+    return [f"{what}: {fix}" for releases, without_queue, what, fix in _KNOWN_BUGS
+            if version in releases and not (without_queue and task_queue)]  # fmt: skip
+
+
 def report() -> list[str]:
     """Return the doctor's report, one line per fact."""
     lines = [
@@ -84,6 +106,10 @@ def report() -> list[str]:
     else:
         ext = "plugin over torch_npu's getStreamFromExternal (ops run on the foreign stream)"
     lines.append(f"  ExternalStream                             {ext}")
+    from torch_npu_ipc._device import task_queue_on
+
+    for bug in known_torch_npu_bugs(getattr(torch_npu, "__version__", ""), task_queue_on()):
+        lines.append(f"WARNING: torch_npu {torch_npu.__version__} bug: {bug}")
     return lines
 
 

@@ -91,3 +91,15 @@ def test_demo_refuses_counts_it_cannot_run(argv: list[str], capsys: pytest.Captu
     captured = capsys.readouterr()
     assert "--consumers and --tensors must be >= 1, --work-ms > 0" in captured.err
     assert "[SUCCESS]" not in captured.out and "[FAILURE]" not in captured.out
+
+
+def test_doctor_names_known_torch_npu_bugs() -> None:
+    """torch_npu 2.6.0's device bug (seen by make compat in mode 0) is named with its fix, only where it applies."""
+    from torch_npu_ipc.doctor import known_torch_npu_bugs
+
+    for version in ("2.6.0", "2.6.0.post1"):
+        (bug,) = known_torch_npu_bugs(version, task_queue=False)
+        assert "107003" in bug and "2.6.0.post2" in bug and "TORCH_NPU_IPC_COPIES=0" in bug, bug
+        assert known_torch_npu_bugs(version, task_queue=True) == []
+    for version in ("2.6.0.post2", "2.6.0.post3", "2.7.1", "2.13.0", ""):
+        assert known_torch_npu_bugs(version, task_queue=False) == []
