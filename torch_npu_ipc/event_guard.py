@@ -16,9 +16,15 @@ consumer reads the gradient before it is written.
 behind its record, and destroying an event another device's queue waits on
 behind that wait; everything else is forwarded unchanged.
 ``TORCH_NPU_IPC_EVENT_GUARD=0`` leaves torch_npu's implementation alone. The
-wrapper is not installed where it is not needed: with the task queue off, or
-with torch_npu's per-stream queues (``PER_STREAM_QUEUE=1``), whose event
-manager waits for an event's waits before destroying it.
+ordering is off where it is not needed: with the task queue off, or with
+torch_npu's per-stream queues (``PER_STREAM_QUEUE=1``), whose event manager
+waits for an event's waits before destroying it.
+
+The wrapper has a second job, in every queue mode: where torch itself
+records memory on a stream (a ``torch.futures.Future``'s value on the stream
+that waits for it, autograd's buffers), a shared or received block is
+recorded the way :mod:`torch_npu_ipc.sharing` routes ``Tensor.record_stream``;
+torch_npu's allocator would ignore it.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ _not_installed_reason = "not asked for yet"
 
 
 def install_from_env() -> None:
-    r"""Install the wrapper unless ``TORCH_NPU_IPC_EVENT_GUARD=0`` or it is not needed (called on import).
+    r"""Install the wrapper unless ``TORCH_NPU_IPC_EVENT_GUARD=0``, ordering where needed (called on import).
 
     Raises:
         ValueError: for a value of ``TORCH_NPU_IPC_EVENT_GUARD`` other than ``1`` or ``0``.
@@ -46,22 +52,26 @@ def install_from_env() -> None:
         _not_installed_reason = f"{ENV_VAR}={value}"
     elif value not in ("", "1", "on"):
         raise ValueError(f"{ENV_VAR} must be '1' or '0', got {value!r}")
-    elif not task_queue_on():
-        _not_installed_reason = "task queue off (TASK_QUEUE_ENABLE=0): calls reach the runtime in program order"
-    elif per_stream_queue_on():
-        _not_installed_reason = "PER_STREAM_QUEUE=1: torch_npu destroys an event only once its waits ran"
-    elif not _C._event_guard_install():
-        _not_installed_reason = "this build of torch_npu_ipc targets a torch older than 2.13"
     else:
-        _not_installed_reason = ""
+        wrapped = _C._event_guard_install(order_events=task_queue_on() and not per_stream_queue_on())
+        if not task_queue_on():
+            _not_installed_reason = "task queue off (TASK_QUEUE_ENABLE=0): calls reach the runtime in program order"
+        elif per_stream_queue_on():
+            _not_installed_reason = "PER_STREAM_QUEUE=1: torch_npu destroys an event only once its waits ran"
+        elif not wrapped:
+            _not_installed_reason = "this build of torch_npu_ipc targets a torch older than 2.13"
+        else:
+            _not_installed_reason = ""
 
 
 def status() -> dict[str, Any]:
     r"""Return the state of the guard that orders autograd's cross-device event calls across task queues.
 
     Returns:
-        dict: ``installed`` (bool), ``reason`` (why it is not, ``""`` when it
-        is), ``gated_waits`` (waits held until the other device's queue
+        dict: ``installed`` (bool: the ordering is on), ``reason`` (why it
+        is not, ``""`` when it is), ``wrapped`` (bool: the wrapper is in
+        torch's guard registry, ordering or not, so torch's own stream
+        records of shared memory reach the plugin), ``gated_waits`` (waits held until the other device's queue
         issued the record), ``deferred_destroys`` (event destroys queued
         behind another device's wait so far) and ``tracked_events`` (events
         recorded through it with the task queue on and not destroyed yet).

@@ -137,6 +137,7 @@ def _check_bounds(sizes: list[int], strides: list[int], offset: int, itemsize: i
 
 
 _HOOK_LOCK = threading.Lock()
+_record_stream_hooked = False  # set once the wrapper is in place
 
 
 def _hook_record_stream() -> None:
@@ -149,9 +150,13 @@ def _hook_record_stream() -> None:
     receive; every other tensor and stream (ExternalStreams included) goes to
     the original unchanged. Idempotent.
     """
+    global _record_stream_hooked
+    if _record_stream_hooked:  # every send and receive comes here
+        return
     with _HOOK_LOCK:
         original = torch.Tensor.record_stream
         if getattr(original, "_torch_npu_ipc_shared", False):
+            _record_stream_hooked = True
             return
 
         @functools.wraps(original)
@@ -168,6 +173,7 @@ def _hook_record_stream() -> None:
         record_stream._torch_npu_ipc_shared = True  # type: ignore[attr-defined]
         record_stream._torch_npu_ipc_original = original  # type: ignore[attr-defined]
         torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
+        _record_stream_hooked = True
 
 
 def export_tensor(tensor: torch.Tensor) -> bytes:

@@ -40,12 +40,14 @@ void bind_copies(py::module_& m) {
     d["queue_full_waits"] = s.queue_full_waits;
     return d;
   });
-  m.def("_event_guard_install", &event_guard_install,
-        "Wrap torch_npu's device guard so a c10::Event outlives the waits other devices' queues hold on it.");
+  m.def("_event_guard_install", &event_guard_install, py::arg("order_events"),
+        "Wrap torch_npu's device guard (once); order_events: make a c10::Event's waits follow its record and its "
+        "destroy follow other devices' waits.");
   m.def("_event_guard_stats", [] {
     EventGuardStats s = event_guard_stats();
     py::dict d;
     d["installed"] = event_guard_installed();
+    d["wrapped"] = event_guard_wrapped();
     d["deferred_destroys"] = s.deferred_destroys;
     d["gated_waits"] = s.gated_waits;
     d["tracked_events"] = s.tracked_events;

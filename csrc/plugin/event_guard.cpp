@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "acl_table.h"
+#include "sharing.h"
 #include "task_queue.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 
@@ -29,7 +30,8 @@ namespace {
 
 std::atomic<uint64_t> deferred_destroys{0};
 std::atomic<uint64_t> gated_waits{0};
-std::atomic<bool> installed{false};
+std::atomic<bool> wrapped{false};   // the wrapper is in c10's registry
+std::atomic<bool> ordering{false};  // and orders event calls across task queues
 
 #if TORCH_NPU_IPC_EVENT_GUARD
 
@@ -167,12 +169,14 @@ class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
     inner_->record(event, stream, device_index, flag);
-    if (*event != nullptr && runs_queued(c10_npu::NPUStream(stream))) registry().recorded(*event, stream.device_index());
+    if (ordering.load() && *event != nullptr && runs_queued(c10_npu::NPUStream(stream))) {
+      registry().recorded(*event, stream.device_index());
+    }
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     const c10::DeviceIndex waiter = stream.device_index();
-    const c10::DeviceIndex owner = event != nullptr ? registry().blocked(event, waiter) : -1;
+    const c10::DeviceIndex owner = event != nullptr && ordering.load() ? registry().blocked(event, waiter) : -1;
     if (owner >= 0 && owner != waiter) {
       try {
         gate_behind_record(owner, waiter);
@@ -184,7 +188,7 @@ class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {
-    if (event != nullptr) {
+    if (event != nullptr && ordering.load()) {
       const Tracked t = registry().take(event);
       if (t.device >= 0 && t.waiters.any()) {
         try {
@@ -220,8 +224,11 @@ class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
   bool isStreamCapturing(const c10::Stream& s) const override { return inner_->isStreamCapturing(s); }
   void synchronizeEvent(void* event) const override { inner_->synchronizeEvent(event); }
   void synchronizeDevice(const c10::DeviceIndex d) const override { inner_->synchronizeDevice(d); }
+  // What torch itself records (a Future's value on the stream that waits for
+  // it, autograd's buffers): on shared memory torch_npu's allocator would
+  // ignore it, as it does Tensor.record_stream (see sharing.h).
   void recordDataPtrOnStream(const c10::DataPtr& p, const c10::Stream& s) const override {
-    inner_->recordDataPtrOnStream(p, s);
+    if (!record_shared_use(p, c10_npu::NPUStream(s))) inner_->recordDataPtrOnStream(p, s);
   }
   double elapsedTime(void* a, void* b, const c10::DeviceIndex d) const override {
     return inner_->elapsedTime(a, b, d);
@@ -235,25 +242,31 @@ class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
 
 }  // namespace
 
-bool event_guard_install() {
+bool event_guard_install(bool order_events) {
 #if TORCH_NPU_IPC_EVENT_GUARD
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  if (installed.load()) return true;
+  if (wrapped.load()) {
+    ordering.store(order_events);
+    return true;
+  }
   auto& slot = c10::impl::device_guard_impl_registry[static_cast<size_t>(kNpu)];
   const c10::impl::DeviceGuardImplInterface* current = slot.load();
   if (current == nullptr) return false;
   // Leaked on purpose, as c10 requires of registered implementations: a
   // DeviceGuard may run in any destructor until the process ends.
+  ordering.store(order_events);
   slot.store(std::make_unique<NpuEventGuard>(current).release());
-  installed.store(true);
+  wrapped.store(true);
   return true;
 #else
+  (void)order_events;
   return false;
 #endif
 }
 
-bool event_guard_installed() { return installed.load(); }
+bool event_guard_installed() { return ordering.load(); }
+bool event_guard_wrapped() { return wrapped.load(); }
 
 EventGuardStats event_guard_stats() {
   EventGuardStats s;

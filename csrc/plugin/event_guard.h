@@ -33,10 +33,16 @@
 
 namespace torch_npu_ipc {
 
-// Puts the wrapper in c10's guard registry for PrivateUse1 (idempotent).
-// False when torch_npu registered no guard implementation.
-bool event_guard_install();
-bool event_guard_installed();
+// Puts the wrapper in c10's guard registry for PrivateUse1 (once) and turns
+// the ordering of event calls on or off. False when torch_npu registered no
+// guard implementation, or this build targets a torch older than 2.13.
+//
+// The wrapper also routes recordDataPtrOnStream (what torch itself calls to
+// record memory on a stream: a Future's value, autograd's buffers) through
+// record_shared_use (sharing.h), with or without the ordering.
+bool event_guard_install(bool order_events);
+bool event_guard_installed();  // the ordering is on
+bool event_guard_wrapped();    // the wrapper is in the registry
 
 struct EventGuardStats {
   uint64_t deferred_destroys = 0;  // destroys queued behind another device's wait

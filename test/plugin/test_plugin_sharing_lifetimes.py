@@ -10,9 +10,9 @@
   once receivers caught up.
 - ``Tensor.record_stream`` keeps working on shared memory: a block this
   process shared is not reused while a side stream that recorded it still
-  reads it (also when the plugin's cross-device copy records it), and a
-  received tensor goes back to its producer only once every stream that
-  recorded it finished.
+  reads it (also when the plugin's cross-device copy records it, or torch
+  itself: a device-aware Future's value), and a received tensor goes back to
+  its producer only once every stream that recorded it finished.
 """
 
 from __future__ import annotations
@@ -215,8 +215,15 @@ def _side_stream_busy(seconds: float) -> torch.npu.Stream:
     return side
 
 
+def _wait_for_future_of(x: torch.Tensor) -> torch.Tensor:
+    """``x`` through a device-aware Future, waited for on the current stream, which torch records it on."""
+    fut = torch.futures.Future(devices=[x.device])
+    fut.set_result(x)
+    return fut.wait()
+
+
 def _record_stream_on_a_shared_block() -> None:
-    for how in ("record_stream", "copy to npu:1"):
+    for how in ("record_stream", "copy to npu:1", "future"):
         x = torch.ones(LARGE, device="npu:0")
         # Share it (to this process itself) and let the receiver go: the storage keeps the
         # plugin's deleter, which torch_npu's allocator does not recognize as its own.
@@ -228,6 +235,8 @@ def _record_stream_on_a_shared_block() -> None:
             if how == "record_stream":
                 y = x * 2
                 x.record_stream(side)
+            elif how == "future":
+                y = _wait_for_future_of(x) * 2  # torch records x on `side` (recordDataPtrOnStream)
             else:
                 y = x.to("npu:1")  # the copy barrier marks x with `side` itself
         del x
@@ -235,7 +244,7 @@ def _record_stream_on_a_shared_block() -> None:
         assert z.data_ptr() != addr, f"{how}: the block was reused while a side stream still read it"
         torch.npu.synchronize(0)
         torch.npu.synchronize(1)
-        assert torch.equal(y.cpu(), torch.full((LARGE,), 2.0 if how == "record_stream" else 1.0)), how
+        assert torch.equal(y.cpu(), torch.full((LARGE,), 1.0 if how == "copy to npu:1" else 2.0)), how
         del y, z
 
 
@@ -260,12 +269,15 @@ def _record_stream_producer(q: Any, back: Any) -> None:
     assert get(back) == "done"
 
 
-def _record_stream_receiver(q: Any, back: Any) -> None:
+def _record_stream_receiver(q: Any, back: Any, how: str) -> None:
     x = torch_npu_ipc.import_tensor(get(q))
     side = _side_stream_busy(1.5)
     with torch.npu.stream(side):
-        y = x * 2
-        x.record_stream(side)
+        if how == "record_stream":
+            y = x * 2
+            x.record_stream(side)
+        else:
+            y = _wait_for_future_of(x) * 2
     del x
     torch.npu.current_stream(0).synchronize()  # the stream current at the drop is idle
     back.put(time.time())
@@ -274,10 +286,15 @@ def _record_stream_receiver(q: Any, back: Any) -> None:
     back.put("done")
 
 
-def test_record_stream_on_a_received_tensor() -> None:
-    """A received tensor's slot is released only after the streams that recorded it finished."""
+@pytest.mark.parametrize("how", ["record_stream", "future"])
+def test_record_stream_on_a_received_tensor(how: str) -> None:
+    """A received tensor's slot is released only after the streams that recorded it finished.
+
+    Recorded by ``Tensor.record_stream``, or by torch itself: a device-aware
+    ``torch.futures.Future`` records its value on the stream that waits for it.
+    """
     s = Scenario()
     q, back = s.queue(), s.queue()
     s.start("producer", _record_stream_producer, q, back)
-    s.start("receiver", _record_stream_receiver, q, back)
+    s.start("receiver", _record_stream_receiver, q, back, how)
     s.finish(timeout=180)
