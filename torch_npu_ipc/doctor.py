@@ -96,7 +96,7 @@ def report() -> list[str]:
             else f"torch_npu's own ({gs['reason']})"
         )
         lines.append(f"  autograd cross-device events               {how}")
-        records = "plugin (device-guard wrapper)" if gs.get("wrapped") else "ignored by torch_npu: use record_stream"
+        records = "plugin (device-guard wrapper)" if gs["wrapped"] else "ignored by torch_npu: use record_stream"
         lines.append(f"  torch's stream records of shared memory    {records}")
     from torch_npu_ipc import streams
 

@@ -53,10 +53,11 @@ def install_from_env() -> None:
     elif value not in ("", "1", "on"):
         raise ValueError(f"{ENV_VAR} must be '1' or '0', got {value!r}")
     else:
-        wrapped = _C._event_guard_install(order_events=task_queue_on() and not per_stream_queue_on())
-        if not task_queue_on():
+        queued, per_stream = task_queue_on(), per_stream_queue_on()
+        wrapped = _C._event_guard_install(order_events=queued and not per_stream)
+        if not queued:
             _not_installed_reason = "task queue off (TASK_QUEUE_ENABLE=0): calls reach the runtime in program order"
-        elif per_stream_queue_on():
+        elif per_stream:
             _not_installed_reason = "PER_STREAM_QUEUE=1: torch_npu destroys an event only once its waits ran"
         elif not wrapped:
             _not_installed_reason = "this build of torch_npu_ipc targets a torch older than 2.13"
@@ -71,10 +72,11 @@ def status() -> dict[str, Any]:
         dict: ``installed`` (bool: the ordering is on), ``reason`` (why it
         is not, ``""`` when it is), ``wrapped`` (bool: the wrapper is in
         torch's guard registry, ordering or not, so torch's own stream
-        records of shared memory reach the plugin), ``gated_waits`` (waits held until the other device's queue
-        issued the record), ``deferred_destroys`` (event destroys queued
-        behind another device's wait so far) and ``tracked_events`` (events
-        recorded through it with the task queue on and not destroyed yet).
+        records of shared memory reach the plugin), ``gated_waits`` (waits
+        held until the other device's queue issued the record),
+        ``deferred_destroys`` (event destroys queued behind another device's
+        wait so far) and ``tracked_events`` (events recorded through it with
+        the task queue on and not destroyed yet).
     """
     st = dict(_C._event_guard_stats())
     st["reason"] = "" if st["installed"] else _not_installed_reason

@@ -228,7 +228,7 @@ def _wait_for_future_of(x: torch.Tensor) -> torch.Tensor:
 
 
 def _record_stream_on_a_shared_block() -> None:
-    for how in ("record_stream", "copy to npu:1", "future")[: 3 if GUARD_WRAPPED else 2]:
+    for how in ("record_stream", "copy to npu:1") + (("future",) if GUARD_WRAPPED else ()):
         x = torch.ones(LARGE, device="npu:0")
         # Share it (to this process itself) and let the receiver go: the storage keeps the
         # plugin's deleter, which torch_npu's allocator does not recognize as its own.
