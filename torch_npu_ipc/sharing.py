@@ -258,7 +258,10 @@ def sharing_stats() -> dict[str, Any]:
         receivers still held them), ``live_slots`` (tensors this process sent
         that are not released yet, received or not), ``live_slots_self`` (those
         of them this process received itself), ``fallback_syncs`` (sends that
-        synchronized instead of recording an event) and ``in_fallback``.
+        synchronized instead of recording an event), ``in_fallback``, and
+        ``release_syncs`` (times this process, as a receiver, gave tensors back
+        by synchronizing a stream because it could not record a fence event
+        on it: the device was out of events, or torch_npu's task queue failed).
     """
     return dict(_C._sharing_stats())
 

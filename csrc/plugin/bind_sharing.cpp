@@ -78,6 +78,7 @@ void bind_sharing(py::module_& m) {
     d["live_slots_self"] = s.live_slots_self;
     d["fallback_syncs"] = s.fallback_syncs;
     d["in_fallback"] = s.in_fallback;
+    d["release_syncs"] = s.release_syncs;
     return d;
   });
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -105,6 +106,7 @@ struct State {
   uint64_t next_tag = 1;
   int64_t fallback_syncs = 0;
   bool in_fallback = false;
+  std::atomic<int64_t> release_syncs{0};  // the releaser's, see Releaser::run
   std::mutex events_mu;
   std::map<std::pair<std::string, int>, std::shared_ptr<IpcEvent>> opened;  // receiver's event cache
 };
@@ -190,6 +192,7 @@ class Releaser {
           // No fence (torch_npu's queue failed, no event left, the runtime is
           // going away): wait for what the stream has at the runtime, which
           // is all it can still run, before the producer may reuse the memory.
+          state().release_syncs.fetch_add(1, std::memory_order_relaxed);
           try {
             AclDeviceGuard guard(stream.device_index());
             aclrtStream raw = stream.stream(/*need_empty=*/false);
@@ -592,6 +595,7 @@ SharingStats sharing_stats() {
   }
   st.fallback_syncs = s.fallback_syncs;
   st.in_fallback = s.in_fallback;
+  st.release_syncs = s.release_syncs.load(std::memory_order_relaxed);
   return st;
 }
 

@@ -64,6 +64,7 @@ struct SharingStats {
   int64_t live_slots_self = 0;  // those of them this process received itself
   int64_t fallback_syncs = 0;
   bool in_fallback = false;
+  int64_t release_syncs = 0;  // releases that synchronized a stream: no fence could be recorded
 };
 SharingStats sharing_stats();
 

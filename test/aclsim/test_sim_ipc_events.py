@@ -359,3 +359,34 @@ def test_ipc_events_per_device_are_limited() -> None:
     over, message = results.get(timeout=5)
     assert over == ACL_ERROR_RT_NO_EVENT_RESOURCE, over
     assert f"device 0 already has {MAX_IPC} IPC events" in message, message
+
+
+MAX_LOCAL = 4
+
+
+def local_event_limit_worker(results: Any) -> None:
+    """With ACLSIM_MAX_EVENTS=4: the 5th local event of a device fails; IPC events and other devices do not."""
+    os.environ["ACLSIM_MAX_EVENTS"] = str(MAX_LOCAL)  # read once, at the first ACL call
+    acl = Acl()
+    acl.set_device(0)
+    evs = [acl.create_event(flags) for flags in (ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE, ACL_EVENT_SYNC, 0)]
+    e = ctypes.c_void_p()
+    over = acl.aclrtCreateEventExWithFlag(ctypes.byref(e), ACL_EVENT_SYNC)
+    message = acl.last_error()
+    ipc = acl.create_event(ACL_EVENT_IPC)  # only local events count
+    acl.check(acl.aclrtDestroyEvent(evs.pop()), "aclrtDestroyEvent")
+    again = acl.create_event(ACL_EVENT_SYNC)  # destroying one made room
+    acl.set_device(1)
+    other = [acl.create_event(ACL_EVENT_SYNC) for _ in range(MAX_LOCAL)]  # per device
+    for ev in [*evs, again, ipc, *other]:
+        acl.check(acl.aclrtDestroyEvent(ev), "aclrtDestroyEvent")
+    results.put((over, message))
+
+
+def test_local_events_per_device_are_limited() -> None:
+    """ACLSIM_MAX_EVENTS makes a device run out of local events the way CANN reports it (fault injection)."""
+    results = spawn_context().Queue()
+    run([(local_event_limit_worker, (results,))])
+    over, message = results.get(timeout=5)
+    assert over == ACL_ERROR_RT_NO_EVENT_RESOURCE, over
+    assert f"device 0 already has {MAX_LOCAL} events" in message, message

@@ -13,10 +13,15 @@
   reads it (also when the plugin's cross-device copy records it, or torch
   itself: a device-aware Future's value), and a received tensor goes back to
   its producer only once every stream that recorded it finished.
+- A receiver whose device is out of events (aclsim's ``ACLSIM_MAX_EVENTS``)
+  cannot fence its stream before giving a tensor back: it synchronizes the
+  stream instead (counted in ``release_syncs``), so the producer still gets
+  the memory only after the receiver's work ran; fences resume after.
 """
 
 from __future__ import annotations
 
+import ctypes
 import time
 from typing import Any
 
@@ -260,6 +265,14 @@ def test_record_stream_on_a_shared_block() -> None:
     s.finish(timeout=180)
 
 
+def _wait_released(why: str) -> None:
+    """Wait until every tensor this process sent was released by its receiver."""
+    deadline = time.monotonic() + 60
+    while torch_npu_ipc.sharing_stats()["live_slots"] != 0:
+        assert time.monotonic() < deadline, why
+        time.sleep(0.05)
+
+
 def _record_stream_producer(q: Any, back: Any) -> None:
     x = torch.arange(LARGE, dtype=torch.float32, device="npu:0")
     q.put(torch_npu_ipc.export_tensor(x))
@@ -267,10 +280,7 @@ def _record_stream_producer(q: Any, back: Any) -> None:
     time.sleep(max(0.0, dropped_at + 0.5 - time.time()))
     torch_npu_ipc.ipc_collect()
     assert torch_npu_ipc.sharing_stats()["live_slots"] == 1, "released while the receiver's side stream still read it"
-    deadline = time.monotonic() + 60
-    while torch_npu_ipc.sharing_stats()["live_slots"] != 0:
-        assert time.monotonic() < deadline, "never released"
-        time.sleep(0.05)
+    _wait_released("never released")
     assert get(back) == "done"
 
 
@@ -305,4 +315,73 @@ def test_record_stream_on_a_received_tensor(how: str) -> None:
     q, back = s.queue(), s.queue()
     s.start("producer", _record_stream_producer, q, back)
     s.start("receiver", _record_stream_receiver, q, back, how)
+    s.finish(timeout=180)
+
+
+# ------------------------------------------------------------------- release with no fence
+MAX_EVENTS = 512  # ACLSIM_MAX_EVENTS for the next test: enough for torch_npu, few to exhaust
+ACL_EVENT_SYNC = 0x1
+ACL_ERROR_RT_NO_EVENT_RESOURCE = 207007
+
+
+def _fenceless_producer(q: Any, back: Any) -> None:
+    x = torch.arange(LARGE, dtype=torch.float32, device="npu:0")
+    q.put(torch_npu_ipc.export_tensor(x))
+    dropped_at = get(back)  # the receiver dropped it; its stream reads it for 1.5 s more
+    time.sleep(max(0.0, dropped_at + 0.5 - time.time()))
+    torch_npu_ipc.ipc_collect()
+    assert torch_npu_ipc.sharing_stats()["live_slots"] == 1, "released while the receiver's stream still read it"
+    _wait_released("never released")
+    assert get(back) == "checked"
+    q.put(torch_npu_ipc.export_tensor(x))  # the receiver has events again
+    _wait_released("the second send was never released")
+    q.put("released")
+    assert get(back) == "done"
+
+
+def _exhaust_events() -> list[ctypes.c_void_p]:
+    """Create local events on the current device until the runtime has none left; returns them."""
+    rt = aclsim._env.runtime()
+    hoard: list[ctypes.c_void_p] = []
+    while len(hoard) <= MAX_EVENTS:
+        e = ctypes.c_void_p()
+        rc = rt.aclrtCreateEventExWithFlag(ctypes.byref(e), ctypes.c_uint32(ACL_EVENT_SYNC))
+        if rc == ACL_ERROR_RT_NO_EVENT_RESOURCE:
+            return hoard
+        assert rc == 0, f"aclrtCreateEventExWithFlag failed with {rc}"
+        hoard.append(e)
+    raise AssertionError(f"ACLSIM_MAX_EVENTS={MAX_EVENTS} was not enforced")
+
+
+def _fenceless_receiver(q: Any, back: Any) -> None:
+    x = torch_npu_ipc.import_tensor(get(q))
+    stream = torch.npu.current_stream(0)
+    aclsim.sleep(stream.npu_stream, 1.5)
+    y = x * 2
+    hoard = _exhaust_events()  # the releaser's fence cannot be created now
+    del x
+    back.put(time.time())
+    deadline = time.monotonic() + 60
+    while torch_npu_ipc.sharing_stats()["release_syncs"] == 0:
+        assert time.monotonic() < deadline, "the release never fell back to a stream synchronize"
+        time.sleep(0.05)
+    rt = aclsim._env.runtime()
+    for e in hoard:
+        assert rt.aclrtDestroyEvent(e) == 0
+    assert torch.equal(y.cpu(), torch.arange(LARGE, dtype=torch.float32) * 2)
+    back.put("checked")
+    torch_npu_ipc.import_tensor(get(q)).add_(1.0)  # received, written, dropped: fenced this time
+    assert get(q) == "released"
+    st = torch_npu_ipc.sharing_stats()
+    assert st["release_syncs"] == 1, f"the fence was not created again once events were back: {st}"
+    back.put("done")
+
+
+def test_release_without_a_fence_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of events, the receiver's releaser synchronizes its stream: no early release, no lost data."""
+    monkeypatch.setenv("ACLSIM_MAX_EVENTS", str(MAX_EVENTS))
+    s = Scenario()
+    q, back = s.queue(), s.queue()
+    s.start("producer", _fenceless_producer, q, back)
+    s.start("receiver", _fenceless_receiver, q, back)
     s.finish(timeout=180)

@@ -24,6 +24,7 @@ Config load() {
   c.device_memory = static_cast<size_t>(env_long("ACLSIM_DEVICE_MEMORY_MB", 16384, 64, 1 << 20)) << 20;
   c.op_cost_seconds = static_cast<double>(env_long("ACLSIM_OP_COST_US", 0, 0, 10'000'000)) * 1e-6;
   c.max_ipc_events = static_cast<int>(env_long("ACLSIM_MAX_IPC_EVENTS", kMaxIpcEvents, 1, kMaxIpcEvents));
+  c.max_events = static_cast<int>(env_long("ACLSIM_MAX_EVENTS", kMaxEvents, 1, kMaxEvents));
   c.trace_events = env_long("ACLSIM_TRACE_EVENTS", 0, 0, 1) == 1;
   const char* vis = std::getenv("ASCEND_RT_VISIBLE_DEVICES");
   if (vis != nullptr && *vis != '\0') {

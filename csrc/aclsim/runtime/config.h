@@ -7,6 +7,9 @@
 //   ACLSIM_MAX_IPC_EVENTS IPC events alive per device (1..65536, default
 //                         65536, CANN's limit); creating one more fails with
 //                         ACL_ERROR_RT_NO_EVENT_RESOURCE
+//   ACLSIM_MAX_EVENTS     other (local) events alive per device (1..2^30,
+//                         default 2^30: no limit in practice); a fault
+//                         injection knob, failing creation the same way
 //   ACLSIM_TRACE_EVENTS   1: log every event call (thread, handle, stream, result) to stderr
 //   ASCEND_RT_VISIBLE_DEVICES  as on CANN: remaps and trims the visible devices
 #pragma once
@@ -18,6 +21,7 @@
 namespace aclsim {
 
 constexpr int kMaxIpcEvents = 65536;  // per device, as documented for CANN
+constexpr int kMaxEvents = 1 << 30;   // local events: the knob's ceiling and default
 
 struct Config {
   int physical_devices = 2;
@@ -27,6 +31,7 @@ struct Config {
   double op_cost_seconds = 0.0;
   bool trace_events = false;
   int max_ipc_events = kMaxIpcEvents;
+  int max_events = kMaxEvents;
   int device_count() const { return static_cast<int>(visible.size()); }
 };
 

@@ -40,12 +40,16 @@ struct Event {
   bool is_ipc() const { return (flags & ACL_EVENT_IPC) != 0; }
 };
 
-// IPC events alive per device, against CANN's limit (config().max_ipc_events).
-class IpcEventBudget {
+// Events alive per device against a limit: CANN's for IPC events
+// (config().max_ipc_events), the simulator's knob for the others
+// (config().max_events). Opened IPC handles count in neither.
+class EventBudget {
  public:
+  explicit EventBudget(int Config::*limit) : limit_(limit) {}
+  int limit() const { return config().*limit_; }
   bool take(int device) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (live_[device] >= config().max_ipc_events) return false;
+    if (live_[device] >= limit()) return false;
     ++live_[device];
     return true;
   }
@@ -55,13 +59,16 @@ class IpcEventBudget {
   }
 
  private:
+  int Config::*limit_;
   std::mutex mu_;
   int live_[kMaxDevices] = {};
 };
 
-IpcEventBudget& ipc_budget() {
-  static NoDestructor<IpcEventBudget> b;
-  return *b;
+// The budget an event created with `is_ipc` draws from.
+EventBudget& budget(bool is_ipc) {
+  static NoDestructor<EventBudget> ipc(&Config::max_ipc_events);
+  static NoDestructor<EventBudget> local(&Config::max_events);
+  return is_ipc ? *ipc : *local;
 }
 
 HandleTable<Event>& events() {
@@ -109,14 +116,15 @@ aclError create_event(aclrtEvent* out, uint32_t flags, bool new_mode) {
   e->flags = flags;
   e->new_mode = new_mode;
   e->device = dev;
-  if (e->is_ipc() && !ipc_budget().take(dev)) {
+  EventBudget& b = budget(e->is_ipc());
+  if (!b.take(dev)) {
     return fail(ACL_ERROR_RT_NO_EVENT_RESOURCE, "create event: device " + std::to_string(dev) + " already has " +
-                                                    std::to_string(config().max_ipc_events) + " IPC events");
+                                                    std::to_string(b.limit()) + (e->is_ipc() ? " IPC events" : " events"));
   }
   aclError rc = ACL_SUCCESS;
   e->core = e->is_ipc() ? EventCore::create_shared(dev, &rc) : EventCore::create_local(dev);
   if (e->core == nullptr) {
-    if (e->is_ipc()) ipc_budget().give_back(dev);
+    b.give_back(dev);
     return rc != ACL_SUCCESS ? rc : fail(ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, "create event failed");
   }
   count(Counter::CreateEvent);
@@ -134,7 +142,7 @@ aclError destroy_event(aclrtEvent event) {
   }
   count(Counter::DestroyEvent);
   if (e->is_ipc()) count(Counter::IpcEventDestroy);
-  if (e->is_ipc() && !e->imported) ipc_budget().give_back(e->device);
+  if (!e->imported) budget(e->is_ipc()).give_back(e->device);
   // As on CANN, the handle is dead at once (any later call naming it fails:
   // CANN clears the handle's magic before deferring the release), while the
   // records/waits already issued keep the table alive until they ran.
