@@ -92,7 +92,7 @@ def report() -> list[str]:
         gs = guard.status()
         how = (
             "plugin: wait queued behind the record, destroy behind the waits (TORCH_NPU_IPC_EVENT_GUARD=0: off)"
-            if gs["installed"]
+            if gs["ordering"]
             else f"torch_npu's own ({gs['reason']})"
         )
         lines.append(f"  autograd cross-device events               {how}")

@@ -37,7 +37,7 @@ from torch_npu_ipc._device import per_stream_queue_on, task_queue_on
 
 ENV_VAR = "TORCH_NPU_IPC_EVENT_GUARD"
 
-_not_installed_reason = "not asked for yet"
+_no_ordering_reason = "not asked for yet"
 
 
 def install_from_env() -> None:
@@ -46,30 +46,30 @@ def install_from_env() -> None:
     Raises:
         ValueError: for a value of ``TORCH_NPU_IPC_EVENT_GUARD`` other than ``1`` or ``0``.
     """
-    global _not_installed_reason
+    global _no_ordering_reason
     value = os.environ.get(ENV_VAR, "1").strip().lower()
     if value in ("0", "off"):
-        _not_installed_reason = f"{ENV_VAR}={value}"
+        _no_ordering_reason = f"{ENV_VAR}={value}"
     elif value not in ("", "1", "on"):
         raise ValueError(f"{ENV_VAR} must be '1' or '0', got {value!r}")
     else:
         queued, per_stream = task_queue_on(), per_stream_queue_on()
         wrapped = _C._event_guard_install(order_events=queued and not per_stream)
         if not queued:
-            _not_installed_reason = "task queue off (TASK_QUEUE_ENABLE=0): calls reach the runtime in program order"
+            _no_ordering_reason = "task queue off (TASK_QUEUE_ENABLE=0): calls reach the runtime in program order"
         elif per_stream:
-            _not_installed_reason = "PER_STREAM_QUEUE=1: torch_npu destroys an event only once its waits ran"
+            _no_ordering_reason = "PER_STREAM_QUEUE=1: torch_npu destroys an event only once its waits ran"
         elif not wrapped:
-            _not_installed_reason = "this build of torch_npu_ipc targets a torch older than 2.13"
+            _no_ordering_reason = "this build of torch_npu_ipc targets a torch older than 2.13"
         else:
-            _not_installed_reason = ""
+            _no_ordering_reason = ""
 
 
 def status() -> dict[str, Any]:
     r"""Return the state of the guard that orders autograd's cross-device event calls across task queues.
 
     Returns:
-        dict: ``installed`` (bool: the ordering is on), ``reason`` (why it
+        dict: ``ordering`` (bool: the ordering is on), ``reason`` (why it
         is not, ``""`` when it is), ``wrapped`` (bool: the wrapper is in
         torch's guard registry, ordering or not, so torch's own stream
         records of shared memory reach the plugin), ``gated_waits`` (waits
@@ -79,5 +79,5 @@ def status() -> dict[str, Any]:
         the task queue on and not destroyed yet).
     """
     st = dict(_C._event_guard_stats())
-    st["reason"] = "" if st["installed"] else _not_installed_reason
+    st["reason"] = "" if st["ordering"] else _no_ordering_reason
     return st

@@ -46,7 +46,7 @@ void bind_copies(py::module_& m) {
   m.def("_event_guard_stats", [] {
     EventGuardStats s = event_guard_stats();
     py::dict d;
-    d["installed"] = event_guard_installed();
+    d["ordering"] = event_guard_ordering();
     d["wrapped"] = event_guard_wrapped();
     d["deferred_destroys"] = s.deferred_destroys;
     d["gated_waits"] = s.gated_waits;

@@ -265,7 +265,7 @@ bool event_guard_install(bool order_events) {
 #endif
 }
 
-bool event_guard_installed() { return ordering.load(); }
+bool event_guard_ordering() { return ordering.load(); }
 bool event_guard_wrapped() { return wrapped.load(); }
 
 EventGuardStats event_guard_stats() {

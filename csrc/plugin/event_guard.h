@@ -41,7 +41,7 @@ namespace torch_npu_ipc {
 // record memory on a stream: a Future's value, autograd's buffers) through
 // record_shared_use (sharing.h), with or without the ordering.
 bool event_guard_install(bool order_events);
-bool event_guard_installed();  // the ordering is on
+bool event_guard_ordering();  // the ordering is on
 bool event_guard_wrapped();    // the wrapper is in the registry
 
 struct EventGuardStats {

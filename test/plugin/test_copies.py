@@ -456,10 +456,10 @@ def test_autograd_across_devices_many_times(hook: str) -> None:
     st = isolated_status(AUTOGRAD_LOOP.format(n=n), TORCH_NPU_IPC_COPIES=hook)
     assert st["tracked_events"] == 0, st  # every engine event was destroyed in the end
     if GUARD_EXPECTED:
-        assert st["installed"] and st["wrapped"] and st["reason"] == "", st
+        assert st["ordering"] and st["wrapped"] and st["reason"] == "", st
         assert st["deferred_destroys"] >= 2 * n, st  # one engine event per backward pass
     else:
-        assert not st["installed"] and st["deferred_destroys"] == 0, st
+        assert not st["ordering"] and st["deferred_destroys"] == 0, st
         # In place anyway where built, for torch's own stream records of shared memory.
         assert st["wrapped"] == GUARD_BUILT, st
         why = "TASK_QUEUE_ENABLE=0" if not TASK_QUEUE_ON else "PER_STREAM_QUEUE=1" if GUARD_BUILT else "older than 2.13"
@@ -547,7 +547,7 @@ def test_event_guard_env_switch() -> None:
     """TORCH_NPU_IPC_EVENT_GUARD=0 leaves torch_npu's guard alone and says so; another value is refused."""
     probe = "import json, torch_npu_ipc; print('OK', json.dumps(torch_npu_ipc.event_guard.status()))"
     st = isolated_status(probe, TORCH_NPU_IPC_EVENT_GUARD="0")
-    assert not st["installed"] and not st["wrapped"] and st["reason"] == "TORCH_NPU_IPC_EVENT_GUARD=0", st
+    assert not st["ordering"] and not st["wrapped"] and st["reason"] == "TORCH_NPU_IPC_EVENT_GUARD=0", st
     r = subprocess.run(
         [sys.executable, "-c", "import torch_npu_ipc"],
         env=dict(os.environ, TORCH_NPU_IPC_EVENT_GUARD="maybe"),
