@@ -15,6 +15,17 @@ namespace {
 
 constexpr const char* kFeature = "Interprocess events";
 
+// An event made by `create` with `flags` on the current device; raises with
+// `exhausted()` appended when the device has no event left.
+template <typename Create, typename Hint>
+aclrtEvent create_event(Create create, uint32_t flags, const char* call, Hint exhausted) {
+  aclrtEvent ev = nullptr;
+  const aclError rc = create(&ev, flags);
+  TORCH_CHECK(rc != ACL_ERROR_RT_NO_EVENT_RESOURCE, acl_failure(call, rc), exhausted());
+  check(rc, call);
+  return ev;
+}
+
 std::string probe(c10::DeviceIndex device) {
   const AclTable& t = acl();
   const std::pair<const void*, const char*> needed[] = {
@@ -62,14 +73,14 @@ std::shared_ptr<IpcEvent> IpcEvent::create(c10::DeviceIndex device) {
   auto create = NPU_IPC_ACL(CreateEventExWithFlag, kFeature);
   NPU_IPC_ACL(IpcGetEventHandle, kFeature);
   AclDeviceGuard guard(device);
-  aclrtEvent ev = nullptr;
-  const aclError rc = create(&ev, ACL_EVENT_IPC);
-  TORCH_CHECK(rc != ACL_ERROR_RT_NO_EVENT_RESOURCE, acl_failure("aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", rc),
-              "\nDevice ", static_cast<int>(device),
-              " has no IPC event left (CANN allows 65,536 per device). Drop the interprocess Events you no longer "
-              "need; each tensor sent but not yet received holds one until it is received or "
-              "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes (TORCH_NPU_IPC_MAX_INFLIGHT bounds how many).");
-  check(rc, "aclrtCreateEventExWithFlag(ACL_EVENT_IPC)");
+  aclrtEvent ev = create_event(
+      create, ACL_EVENT_IPC, "aclrtCreateEventExWithFlag(ACL_EVENT_IPC)",
+      [device] {
+        return "\nDevice " + std::to_string(device) +
+               " has no IPC event left (CANN allows 65,536 per device). Drop the interprocess Events you no longer "
+               "need; each tensor sent but not yet received holds one until it is received or "
+               "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes (TORCH_NPU_IPC_MAX_INFLIGHT bounds how many).";
+      });
   EventManager::get().note_created();
   return std::make_shared<IpcEvent>(Key{}, ev, device, /*imported=*/false);
 }
@@ -105,13 +116,18 @@ IpcEvent::~IpcEvent() {
   }
 }
 
-void IpcEvent::fence_locked(aclrtStream stream) {
+aclrtEvent IpcEvent::fence_for_locked(aclrtStream stream, c10::DeviceIndex device) {
+  auto it = fences_.find(stream);
+  if (it != fences_.end()) return it->second;
   auto create = acl().CreateEventExWithFlag;
-  auto record = acl().RecordEvent;
-  if (create == nullptr || record == nullptr) return;
-  aclrtEvent& fence = fences_[stream];
-  if (fence == nullptr) check(create(&fence, ACL_EVENT_SYNC), "aclrtCreateEventExWithFlag(ACL_EVENT_SYNC)");
-  check(record(fence, stream), "aclrtRecordEvent(fence)");
+  if (create == nullptr) return nullptr;
+  aclrtEvent fence = create_event(create, ACL_EVENT_SYNC, "aclrtCreateEventExWithFlag(ACL_EVENT_SYNC)", [device] {
+    return "\nnpu:" + std::to_string(device) +
+           " has no event left for the fence that tells when this use of an interprocess event ran; nothing was "
+           "issued (a tensor being received stays receivable). Destroy events you no longer need, then try again.";
+  });
+  fences_.emplace(stream, fence);
+  return fence;
 }
 
 void IpcEvent::record(const c10_npu::NPUStream& stream) {
@@ -123,18 +139,21 @@ void IpcEvent::record(const c10_npu::NPUStream& stream) {
   aclrtStream raw = drained(stream);
   TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
   std::lock_guard<std::mutex> lock(mu_);
+  aclrtEvent fence = fence_for_locked(raw, device_);
   check(record(event_, raw), "aclrtRecordEvent");
-  fence_locked(raw);
+  if (fence != nullptr) check(record(fence, raw), "aclrtRecordEvent(fence)");
 }
 
 void IpcEvent::wait(const c10_npu::NPUStream& stream) {
   auto wait = NPU_IPC_ACL(StreamWaitEvent, kFeature);
+  auto record = NPU_IPC_ACL(RecordEvent, kFeature);
   AclDeviceGuard guard(stream.device_index());
   aclrtStream raw = drained(stream);
   TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
   std::lock_guard<std::mutex> lock(mu_);
+  aclrtEvent fence = fence_for_locked(raw, stream.device_index());
   check(wait(raw, event_), "aclrtStreamWaitEvent");
-  fence_locked(raw);
+  if (fence != nullptr) check(record(fence, raw), "aclrtRecordEvent(fence)");
 }
 
 bool IpcEvent::query() const {

@@ -58,10 +58,13 @@ class IpcEvent {
   bool exported() const;
 
  private:
-  // Records a local fence after a use of the event on `stream`, so the
-  // EventManager knows when that use drained (CANN forbids
-  // aclrtQueryEventWaitStatus on IPC events).
-  void fence_locked(aclrtStream stream);
+  // The local fence recorded after each use of the event on `stream` (of
+  // `device`, current), so the EventManager knows when that use drained
+  // (CANN forbids aclrtQueryEventWaitStatus on IPC events). Created on the
+  // first use, before the use is issued: when the device has no event left
+  // it raises with nothing issued. nullptr when the runtime has no
+  // aclrtCreateEventExWithFlag.
+  aclrtEvent fence_for_locked(aclrtStream stream, c10::DeviceIndex device);
 
   aclrtEvent event_;
   c10::DeviceIndex device_;

@@ -16,7 +16,9 @@
 - A receiver whose device is out of events (aclsim's ``ACLSIM_MAX_EVENTS``)
   cannot fence its stream before giving a tensor back: it synchronizes the
   stream instead (counted in ``release_syncs``), so the producer still gets
-  the memory only after the receiver's work ran; fences resume after.
+  the memory only after the receiver's work ran. Receiving on a stream that
+  needs a new fence then raises a clear error and takes nothing: the same
+  descriptor is received once events are back, and fences resume.
 """
 
 from __future__ import annotations
@@ -332,8 +334,8 @@ def _fenceless_producer(q: Any, back: Any) -> None:
     torch_npu_ipc.ipc_collect()
     assert torch_npu_ipc.sharing_stats()["live_slots"] == 1, "released while the receiver's stream still read it"
     _wait_released("never released")
+    q.put(torch_npu_ipc.export_tensor(x))  # received once the receiver has events again
     assert get(back) == "checked"
-    q.put(torch_npu_ipc.export_tensor(x))  # the receiver has events again
     _wait_released("the second send was never released")
     q.put("released")
     assert get(back) == "done"
@@ -356,6 +358,7 @@ def _exhaust_events() -> list[ctypes.c_void_p]:
 def _fenceless_receiver(q: Any, back: Any) -> None:
     x = torch_npu_ipc.import_tensor(get(q))
     stream = torch.npu.current_stream(0)
+    side = torch.npu.Stream(device=0)  # made now: receiving on it needs a new fence
     aclsim.sleep(stream.npu_stream, 1.5)
     y = x * 2
     hoard = _exhaust_events()  # the releaser's fence cannot be created now
@@ -365,12 +368,18 @@ def _fenceless_receiver(q: Any, back: Any) -> None:
     while torch_npu_ipc.sharing_stats()["release_syncs"] == 0:
         assert time.monotonic() < deadline, "the release never fell back to a stream synchronize"
         time.sleep(0.05)
+    desc = get(q)
+    with torch.npu.stream(side), pytest.raises(RuntimeError, match="npu:0 has no event left"):
+        torch_npu_ipc.import_tensor(desc)
     rt = aclsim._env.runtime()
     for e in hoard:
         assert rt.aclrtDestroyEvent(e) == 0
     assert torch.equal(y.cpu(), torch.arange(LARGE, dtype=torch.float32) * 2)
+    with torch.npu.stream(side):
+        again = torch_npu_ipc.import_tensor(desc)  # the failed receive took nothing
+        assert torch.equal(again.cpu(), torch.arange(LARGE, dtype=torch.float32))
+    del again  # dropped on `side`, fenced this time
     back.put("checked")
-    torch_npu_ipc.import_tensor(get(q)).add_(1.0)  # received, written, dropped: fenced this time
     assert get(q) == "released"
     st = torch_npu_ipc.sharing_stats()
     assert st["release_syncs"] == 1, f"the fence was not created again once events were back: {st}"
