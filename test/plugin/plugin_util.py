@@ -155,6 +155,36 @@ def assert_stream_wait_only(d: dict[str, int], what: str) -> None:
     assert not synced, f"{what}: the host synchronized: {d}"
 
 
+ACL_EVENT_SYNC = 0x1
+ACL_ERROR_RT_NO_EVENT_RESOURCE = 207007
+
+
+class EventHoard:
+    """Every local event the current device has left, held until :meth:`release`.
+
+    Needs ``ACLSIM_MAX_EVENTS`` (at most ``limit``) in the environment of the
+    process before its first ACL call; creating more than ``limit`` events is
+    an assertion failure (the limit was not enforced).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._rt = aclsim._env.runtime()
+        self._events: list[ctypes.c_void_p] = []
+        while len(self._events) <= limit:
+            e = ctypes.c_void_p()
+            rc = self._rt.aclrtCreateEventExWithFlag(ctypes.byref(e), ctypes.c_uint32(ACL_EVENT_SYNC))
+            if rc == ACL_ERROR_RT_NO_EVENT_RESOURCE:
+                return
+            assert rc == 0, f"aclrtCreateEventExWithFlag failed with {rc}"
+            self._events.append(e)
+        raise AssertionError(f"more than {limit} events created: ACLSIM_MAX_EVENTS was not enforced")
+
+    def release(self) -> None:
+        """Destroy the held events: the device has events again."""
+        while self._events:
+            assert self._rt.aclrtDestroyEvent(self._events.pop()) == 0
+
+
 def share_native(t: torch.Tensor) -> tuple[Callable[..., torch.Tensor], tuple[Any, ...]]:
     """Share an npu tensor through torch_npu's OWN reductions, whatever torch_npu_ipc registered.
 

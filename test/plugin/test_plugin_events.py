@@ -33,6 +33,7 @@ from plugin_util import (
     NO_NATIVE_ENV,
     SLACK,
     WORK,
+    EventHoard,
     assert_stream_wait_only,
     check_native_state,
     delta,
@@ -645,13 +646,55 @@ def lifetime_worker(results: Any) -> None:
     results.put("ok")
 
 
+def _run_alone(worker: Any) -> None:
+    """Run ``worker(results)`` in a spawned process and expect it to put "ok"."""
+    results = mp.get_context("spawn").Queue()
+    proc = start(worker, results)
+    assert recv(results, [proc], timeout=90) == "ok"
+    join_all([proc])
+
+
 def test_deferred_destruction_and_export_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     """An event dropped with a pending wait survives until it drained; exported events get the grace."""
     monkeypatch.setenv("TORCH_NPU_IPC_EXPORT_GRACE_MS", str(GRACE_MS))
-    results = mp.get_context("spawn").Queue()
-    proc = start(lifetime_worker, results)
-    assert recv(results, [proc], timeout=90) == "ok"
-    join_all([proc])
+    _run_alone(lifetime_worker)
+
+
+MAX_EVENTS = 256  # ACLSIM_MAX_EVENTS for the next test: enough for torch_npu, few to exhaust
+
+
+def out_of_events_worker(results: Any) -> None:
+    """Uses of an interprocess event on a stream that needs a new fence, with none left, then again."""
+    torch.npu.set_device(0)
+    s0 = torch.npu.current_stream()
+    side, other = torch.npu.Stream(), torch.npu.Stream()
+    ev = Event(interprocess=True)
+    ev.record(s0)  # s0 gets its fence now
+    hoard = EventHoard(MAX_EVENTS)
+    ev.record(s0)  # s0 has its fence: still works
+    c0 = aclsim.counters()
+    with pytest.raises(RuntimeError, match="npu:0 has no event left"):
+        ev.record(side)
+    with pytest.raises(RuntimeError, match="npu:0 has no event left"):
+        ev.wait(side)
+    d = delta(c0, aclsim.counters())
+    assert not d.get("aclrtRecordEvent") and not d.get("aclrtStreamWaitEvent"), f"a refused use issued calls: {d}"
+    hoard.release()
+    aclsim.sleep(side.npu_stream, WORK)
+    t0 = time.monotonic()
+    ev.record(side)
+    assert not ev.query(), "the record after the refused ones does not cover side's work"
+    ev.wait(other)
+    other.synchronize()
+    assert time.monotonic() - t0 >= WORK - SLACK, "the wait after the refused ones did not wait for the record"
+    assert ev.query()
+    results.put("ok")
+
+
+def test_out_of_events_refuses_a_use_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No event left for a stream's fence: record/wait raise naming the fix, issue nothing, and work again after."""
+    monkeypatch.setenv("ACLSIM_MAX_EVENTS", str(MAX_EVENTS))
+    _run_alone(out_of_events_worker)
 
 
 # --------------------------------------------------------------------------------------------

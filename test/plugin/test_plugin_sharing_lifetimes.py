@@ -23,13 +23,13 @@
 
 from __future__ import annotations
 
-import ctypes
 import time
 from typing import Any
 
 import pytest
 import torch
 import torch_npu
+from plugin_util import EventHoard
 from sharing_util import Scenario, delta, get, spawn_reporting
 
 import aclsim
@@ -322,8 +322,6 @@ def test_record_stream_on_a_received_tensor(how: str) -> None:
 
 # ------------------------------------------------------------------- release with no fence
 MAX_EVENTS = 512  # ACLSIM_MAX_EVENTS for the next test: enough for torch_npu, few to exhaust
-ACL_EVENT_SYNC = 0x1
-ACL_ERROR_RT_NO_EVENT_RESOURCE = 207007
 
 
 def _fenceless_producer(q: Any, back: Any) -> None:
@@ -341,27 +339,13 @@ def _fenceless_producer(q: Any, back: Any) -> None:
     assert get(back) == "done"
 
 
-def _exhaust_events() -> list[ctypes.c_void_p]:
-    """Create local events on the current device until the runtime has none left; returns them."""
-    rt = aclsim._env.runtime()
-    hoard: list[ctypes.c_void_p] = []
-    while len(hoard) <= MAX_EVENTS:
-        e = ctypes.c_void_p()
-        rc = rt.aclrtCreateEventExWithFlag(ctypes.byref(e), ctypes.c_uint32(ACL_EVENT_SYNC))
-        if rc == ACL_ERROR_RT_NO_EVENT_RESOURCE:
-            return hoard
-        assert rc == 0, f"aclrtCreateEventExWithFlag failed with {rc}"
-        hoard.append(e)
-    raise AssertionError(f"ACLSIM_MAX_EVENTS={MAX_EVENTS} was not enforced")
-
-
 def _fenceless_receiver(q: Any, back: Any) -> None:
     x = torch_npu_ipc.import_tensor(get(q))
     stream = torch.npu.current_stream(0)
     side = torch.npu.Stream(device=0)  # made now: receiving on it needs a new fence
     aclsim.sleep(stream.npu_stream, 1.5)
     y = x * 2
-    hoard = _exhaust_events()  # the releaser's fence cannot be created now
+    hoard = EventHoard(MAX_EVENTS)  # the releaser's fence cannot be created now
     del x
     back.put(time.time())
     deadline = time.monotonic() + 60
@@ -371,9 +355,7 @@ def _fenceless_receiver(q: Any, back: Any) -> None:
     desc = get(q)
     with torch.npu.stream(side), pytest.raises(RuntimeError, match="npu:0 has no event left"):
         torch_npu_ipc.import_tensor(desc)
-    rt = aclsim._env.runtime()
-    for e in hoard:
-        assert rt.aclrtDestroyEvent(e) == 0
+    hoard.release()
     assert torch.equal(y.cpu(), torch.arange(LARGE, dtype=torch.float32) * 2)
     with torch.npu.stream(side):
         again = torch_npu_ipc.import_tensor(desc)  # the failed receive took nothing
