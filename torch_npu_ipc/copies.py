@@ -103,8 +103,11 @@ def status() -> dict[str, Any]:
         handed to torch_npu's kernel), ``signal_wait_ns`` (time torch_npu's
         queue threads spent, inside event-barrier copies, waiting for the
         other device's queue to issue its half of the barrier; the calling
-        thread never waits for a queue) and ``queue_full_waits`` (copies that
-        waited because 128 earlier ones were still queued).
+        thread never waits for a queue), ``queue_full_waits`` (copies that
+        waited because 128 earlier ones were still queued) and
+        ``out_of_events_copies`` (copies that synchronized because a device
+        had no IPC event left, with one ``UserWarning`` per such episode;
+        events are used again as soon as the device has some).
     """
     enabled = is_enabled()
     mode = _C._copies_mode()

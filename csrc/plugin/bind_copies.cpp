@@ -38,6 +38,7 @@ void bind_copies(py::module_& m) {
     d["delegated"] = copies_delegated();
     d["signal_wait_ns"] = s.signal_wait_ns;
     d["queue_full_waits"] = s.queue_full_waits;
+    d["out_of_events_copies"] = s.out_of_events_copies;
     return d;
   });
   m.def("_event_guard_install", &event_guard_install, py::arg("order_events"),

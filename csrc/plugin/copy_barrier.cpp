@@ -91,6 +91,10 @@ struct Stats {
   std::atomic<uint64_t> sync_copies{0};
   std::atomic<uint64_t> signal_wait_ns{0};
   std::atomic<uint64_t> queue_full_waits{0};
+  std::atomic<uint64_t> out_of_events_copies{0};
+  // Set by a copy that found no IPC event left, cleared by the next event
+  // copy: one warning per such episode.
+  std::atomic<bool> out_of_events{false};
 };
 
 Stats& stats() {
@@ -279,6 +283,19 @@ void direct_barrier(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStre
   check(t.StreamWaitEvent(raw_dst, copied->raw()), "aclrtStreamWaitEvent");  // later work on D sees the data
 }
 
+// A device had no IPC event left for this copy, which synchronizes instead:
+// counted, and warned about once per episode (the next event copy ends it).
+// Not remembered as broken: events are used again as soon as there are some.
+void note_out_of_events(const std::string& why) {
+  Stats& st = stats();
+  st.out_of_events_copies.fetch_add(1, std::memory_order_relaxed);
+  if (!st.out_of_events.exchange(true, std::memory_order_acq_rel)) {
+    TORCH_WARN("torch_npu_ipc: a cross-device copy synchronized the streams instead of using events: ", why,
+               "\nCopies use events again as soon as the device has IPC events left; "
+               "torch_npu_ipc.copies.status()['out_of_events_copies'] counts the copies that could not.");
+  }
+}
+
 // The event barrier around one transfer; false when events failed before
 // anything was issued (the caller then synchronizes instead).
 bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream& dst_stream, void* dst,
@@ -286,14 +303,20 @@ bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream
   const bool queued = runs_queued(src_stream) && runs_queued(dst_stream);
   auto held = std::make_shared<GroupHold>();
   if (queued) held->slot = queued_copies().take();
+  std::string exhausted;
   try {
-    held->dst_ready = EventManager::get().acquire(dst_stream.device_index());
-    held->copied = EventManager::get().acquire(src_stream.device_index());
+    held->dst_ready = EventManager::get().try_acquire(dst_stream.device_index(), &exhausted);
+    if (held->dst_ready != nullptr) held->copied = EventManager::get().try_acquire(src_stream.device_index(), &exhausted);
   } catch (const c10::Error& e) {
     mark_events_broken(std::string("interprocess events are unusable (") + e.what_without_backtrace() +
                        "); cross-device copies synchronize the streams instead");
     return false;
   }
+  if (held->copied == nullptr) {
+    note_out_of_events(exhausted);
+    return false;
+  }
+  stats().out_of_events.store(false, std::memory_order_release);
   // Raw calls on the pooled events: a pooled event is held exclusively until
   // every call holding it is gone, and never destroyed while pooled, so
   // IpcEvent's per-use fences (kept for deferred destruction of dropped
@@ -389,6 +412,7 @@ BarrierStats barrier_stats() {
   s.sync_copies = stats().sync_copies.load();
   s.signal_wait_ns = stats().signal_wait_ns.load();
   s.queue_full_waits = stats().queue_full_waits.load();
+  s.out_of_events_copies = stats().out_of_events_copies.load();
   return s;
 }
 

@@ -40,6 +40,9 @@ struct BarrierStats {
   // Queued barrier copies that waited because 128 earlier ones were still in
   // torch_npu's queues (backpressure that bounds the pooled events).
   uint64_t queue_full_waits = 0;
+  // Copies that synchronized because a device had no IPC event left (the
+  // barrier needs one on each device); events are used again once there are.
+  uint64_t out_of_events_copies = 0;
 };
 
 // Copies `src` (NPU) into `dst` (NPU, another device) as described above.

@@ -1,7 +1,9 @@
 #include "event_manager.h"
 
+#include <c10/util/Exception.h>
 
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "acl_device_guard.h"
@@ -85,6 +87,13 @@ void EventManager::collect(bool force) {
 }
 
 std::shared_ptr<IpcEvent> EventManager::acquire(c10::DeviceIndex device) {
+  std::string exhausted;
+  auto ev = try_acquire(device, &exhausted);
+  TORCH_CHECK(ev != nullptr, exhausted);
+  return ev;
+}
+
+std::shared_ptr<IpcEvent> EventManager::try_acquire(c10::DeviceIndex device, std::string* exhausted) {
   IpcEvent::check_device(device);  // before it indexes the pools
   std::shared_ptr<IpcEvent> owned;
   {
@@ -96,7 +105,8 @@ std::shared_ptr<IpcEvent> EventManager::acquire(c10::DeviceIndex device) {
       pool.pop_back();
     }
   }
-  if (owned == nullptr) owned = IpcEvent::create(device);
+  if (owned == nullptr) owned = IpcEvent::try_create(device, exhausted);
+  if (owned == nullptr) return nullptr;
   IpcEvent* raw = owned.get();
   // The caller's handle returns the event to the pool instead of freeing it.
   return std::shared_ptr<IpcEvent>(raw, [this, owned, device](IpcEvent*) mutable {

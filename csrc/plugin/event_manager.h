@@ -49,6 +49,9 @@ class EventManager {
 
   // A pooled IPC event on `device`; it returns to the pool when released.
   std::shared_ptr<IpcEvent> acquire(c10::DeviceIndex device);
+  // The same, but nullptr when the pool is empty and the device has no IPC
+  // event left, with the reason in `*exhausted` (IpcEvent::try_create).
+  std::shared_ptr<IpcEvent> try_acquire(c10::DeviceIndex device, std::string* exhausted);
 
   void note_created() { std::lock_guard<std::mutex> lock(mu_); ++stats_.created; }
   EventStats stats();

@@ -15,13 +15,17 @@ namespace {
 
 constexpr const char* kFeature = "Interprocess events";
 
-// An event made by `create` with `flags` on the current device; raises with
-// `exhausted()` appended when the device has no event left.
-template <typename Create, typename Hint>
-aclrtEvent create_event(Create create, uint32_t flags, const char* call, Hint exhausted) {
+// An event made by `create` with `flags` on the current device. When the
+// device has no event left: nullptr, and the runtime's message in
+// `*exhausted`. Any other failure raises.
+template <typename Create>
+aclrtEvent create_event(Create create, uint32_t flags, const char* call, std::string* exhausted) {
   aclrtEvent ev = nullptr;
   const aclError rc = create(&ev, flags);
-  TORCH_CHECK(rc != ACL_ERROR_RT_NO_EVENT_RESOURCE, acl_failure(call, rc), exhausted());
+  if (rc == ACL_ERROR_RT_NO_EVENT_RESOURCE) {
+    *exhausted = acl_failure(call, rc);
+    return nullptr;
+  }
   check(rc, call);
   return ev;
 }
@@ -46,6 +50,9 @@ std::string probe(c10::DeviceIndex device) {
   AclDeviceGuard guard(device);
   aclrtEvent ev = nullptr;
   aclError rc = t.CreateEventExWithFlag(&ev, ACL_EVENT_IPC);
+  // Out of IPC events (probed late, in a process that holds them all): the
+  // runtime has them, it counted them. Not a reason to give them up for good.
+  if (rc == ACL_ERROR_RT_NO_EVENT_RESOURCE) return std::string();
   if (rc != ACL_SUCCESS) {
     return "the runtime refused a trial interprocess event (" +
            acl_failure("aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", rc) + "): upgrade the NPU driver (HDK 25.0 or newer)";
@@ -68,21 +75,28 @@ void IpcEvent::check_device(c10::DeviceIndex device) {
   TORCH_CHECK_VALUE(device >= 0 && device < visible, "no NPU device ", int(device), " (", visible, " visible)");
 }
 
-std::shared_ptr<IpcEvent> IpcEvent::create(c10::DeviceIndex device) {
+std::shared_ptr<IpcEvent> IpcEvent::try_create(c10::DeviceIndex device, std::string* exhausted) {
   check_device(device);
   auto create = NPU_IPC_ACL(CreateEventExWithFlag, kFeature);
   NPU_IPC_ACL(IpcGetEventHandle, kFeature);
   AclDeviceGuard guard(device);
-  aclrtEvent ev = create_event(
-      create, ACL_EVENT_IPC, "aclrtCreateEventExWithFlag(ACL_EVENT_IPC)",
-      [device] {
-        return "\nDevice " + std::to_string(device) +
-               " has no IPC event left (CANN allows 65,536 per device). Drop the interprocess Events you no longer "
-               "need; each tensor sent but not yet received holds one until it is received or "
-               "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes (TORCH_NPU_IPC_MAX_INFLIGHT bounds how many).";
-      });
+  aclrtEvent ev = create_event(create, ACL_EVENT_IPC, "aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", exhausted);
+  if (ev == nullptr) {
+    *exhausted += "\nDevice " + std::to_string(device) +
+                  " has no IPC event left (CANN allows 65,536 per device). Drop the interprocess Events you no "
+                  "longer need; each tensor sent but not yet received holds one until it is received or "
+                  "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes (TORCH_NPU_IPC_MAX_INFLIGHT bounds how many).";
+    return nullptr;
+  }
   EventManager::get().note_created();
   return std::make_shared<IpcEvent>(Key{}, ev, device, /*imported=*/false);
+}
+
+std::shared_ptr<IpcEvent> IpcEvent::create(c10::DeviceIndex device) {
+  std::string exhausted;
+  auto ev = try_create(device, &exhausted);
+  TORCH_CHECK(ev != nullptr, exhausted);
+  return ev;
 }
 
 std::shared_ptr<IpcEvent> IpcEvent::open(c10::DeviceIndex device, const std::string& handle) {
@@ -121,11 +135,11 @@ aclrtEvent IpcEvent::fence_for_locked(aclrtStream stream, c10::DeviceIndex devic
   if (it != fences_.end()) return it->second;
   auto create = acl().CreateEventExWithFlag;
   if (create == nullptr) return nullptr;
-  aclrtEvent fence = create_event(create, ACL_EVENT_SYNC, "aclrtCreateEventExWithFlag(ACL_EVENT_SYNC)", [device] {
-    return "\nnpu:" + std::to_string(device) +
-           " has no event left for the fence that tells when this use of an interprocess event ran; nothing was "
-           "issued (a tensor being received stays receivable). Destroy events you no longer need, then try again.";
-  });
+  std::string exhausted;
+  aclrtEvent fence = create_event(create, ACL_EVENT_SYNC, "aclrtCreateEventExWithFlag(ACL_EVENT_SYNC)", &exhausted);
+  TORCH_CHECK(fence != nullptr, exhausted, "\nnpu:", static_cast<int>(device),
+              " has no event left for the fence that tells when this use of an interprocess event ran; nothing was "
+              "issued (a tensor being received stays receivable). Destroy events you no longer need, then try again.");
   fences_.emplace(stream, fence);
   return fence;
 }

@@ -32,6 +32,9 @@ class IpcEvent {
  public:
   // A new IPC event on `device` (aclrtCreateEventExWithFlag(ACL_EVENT_IPC)).
   static std::shared_ptr<IpcEvent> create(c10::DeviceIndex device);
+  // The same, but nullptr when the device has no IPC event left, with the
+  // reason and its fix in `*exhausted` (other failures raise).
+  static std::shared_ptr<IpcEvent> try_create(c10::DeviceIndex device, std::string* exhausted);
   // Throws ValueError unless `device` is an NPU index this process sees.
   static void check_device(c10::DeviceIndex device);
   // The event another process exported as `handle` (exactly 64 bytes),

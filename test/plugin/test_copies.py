@@ -931,6 +931,46 @@ def test_failed_queue_fails_the_other_half_instead_of_hanging(held: int) -> None
     assert "dropped its half of a cross-device call" in r.stderr
 
 
+MAX_IPC = 6  # ACLSIM_MAX_IPC_EVENTS for the next test
+OUT_OF_IPC_EVENTS = """
+import json, warnings
+import torch_npu_ipc, torch
+from torch_npu_ipc import Event, copies
+torch.npu.set_device(0)
+held = []
+while True:  # every IPC event npu:0 has
+    e = Event(interprocess=True)
+    try:
+        e.record()
+    except RuntimeError as err:
+        assert "has no IPC event left" in str(err), err
+        break
+    held.append(e)
+assert len(held) == {limit}, len(held)
+x = torch.arange(4096, dtype=torch.float32, device="npu:0")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    ys = [x.to("npu:1"), x.to("npu:1")]  # the barrier needs an event on npu:0: none left
+    torch.npu.synchronize(0)
+    held.pop()  # its record ran: destroyed at once, npu:0 has one again
+    z = x.to("npu:1")
+warned = [str(w.message) for w in caught if "instead of using events" in str(w.message)]
+assert len(warned) == 1, warned  # once for the episode
+assert "has no IPC event left" in warned[0], warned[0]
+for y in ys + [z]:
+    assert torch.equal(y.cpu(), x.cpu())
+print("OK", json.dumps(copies.status()))
+"""
+
+
+def test_out_of_ipc_events_synchronizes_then_recovers() -> None:
+    """No IPC event left on a device: copies synchronize (warned once, right data), events again once there are."""
+    st = isolated_status(OUT_OF_IPC_EVENTS.format(limit=MAX_IPC), ACLSIM_MAX_IPC_EVENTS=str(MAX_IPC))
+    assert st["out_of_events_copies"] == 2 and st["sync_copies"] == 2, st
+    assert st["event_copies"] == 1, f"events were not used again once the device had one: {st}"
+    assert st["path"] == "events" and st["fallback_reason"] == "", f"running out was taken for broken events: {st}"
+
+
 def test_status_for_doctor() -> None:
     st = copies.status()
     assert st["enabled"] is True
@@ -948,6 +988,7 @@ def test_status_for_doctor() -> None:
         "delegated",
         "signal_wait_ns",
         "queue_full_waits",
+        "out_of_events_copies",
         "queued",
     }
 
