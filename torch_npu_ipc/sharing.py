@@ -46,6 +46,7 @@ _FIXED = struct.Struct("<iqQQQIIBBBq")
 _MAX_DIMS = 64
 
 _fallback_warned = False
+_out_of_events_seen = 0  # _C._out_of_events_sends() at the last fallback send
 
 
 def _pack_str(b: bytes) -> bytes:
@@ -180,7 +181,10 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
     r"""Describe an NPU tensor for another process, as bytes for any transport.
 
     The receiver's current stream will wait for everything this process has
-    launched on its current stream so far; this call does not block the host.
+    launched on its current stream so far; this call does not block the host,
+    except past the in-flight budget (``TORCH_NPU_IPC_MAX_INFLIGHT``) or when
+    the device has no IPC event left: it then synchronizes the current stream
+    instead of recording an event, with one ``UserWarning`` per such episode.
     Each descriptor is valid for ONE :func:`import_tensor`.
 
     Raises:
@@ -198,7 +202,7 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
         fields = (0, tensor.device.index, b"", 0, 0, 0, "", 0, 0, b"")
         return _encode(fields, tensor)
     fields = _C._share_storage(tensor)
-    _note_fallback(fields[-1])
+    _note_fallback(fields[-1], tensor.device.index)
     return _encode(fields, tensor)
 
 
@@ -258,7 +262,9 @@ def sharing_stats() -> dict[str, Any]:
         receivers still held them), ``live_slots`` (tensors this process sent
         that are not released yet, received or not), ``live_slots_self`` (those
         of them this process received itself), ``fallback_syncs`` (sends that
-        synchronized instead of recording an event), ``in_fallback``, and
+        synchronized instead of recording an event: over the in-flight budget,
+        or ``out_of_events_sends`` of them because the device had no IPC event
+        left), ``in_fallback``, and
         ``release_syncs`` (times this process, as a receiver, gave tensors back
         by synchronizing a stream because it could not record a fence event
         on it: the device was out of events, or torch_npu's task queue failed).
@@ -266,15 +272,24 @@ def sharing_stats() -> dict[str, Any]:
     return dict(_C._sharing_stats())
 
 
-def _note_fallback(event_handle: bytes) -> None:
-    global _fallback_warned
+def _note_fallback(event_handle: bytes, device: int) -> None:
+    global _fallback_warned, _out_of_events_seen
     if event_handle:
         _fallback_warned = False
         return
+    out_of_events = _C._out_of_events_sends()
+    device_had_none = out_of_events != _out_of_events_seen
+    _out_of_events_seen = out_of_events
     if not _fallback_warned:
         _fallback_warned = True
         budget = _C._inflight_budget()
-        if budget == 0:
+        if device_had_none:
+            msg = (
+                f"torch_npu_ipc: npu:{device} has no IPC event left (CANN allows 65,536 per device); "
+                "synchronizing the producer's stream instead of recording events until some are freed "
+                "(drop the interprocess Events you no longer need)"
+            )
+        elif budget == 0:
             msg = (
                 "torch_npu_ipc: TORCH_NPU_IPC_MAX_INFLIGHT=0: every send synchronizes the producer's stream "
                 "instead of recording an event"

@@ -69,6 +69,8 @@ void bind_sharing(py::module_& m) {
       "Tensor.record_stream for shared or received memory; False (nothing done) for any other tensor.");
   m.def("_ipc_collect", &ipc_collect, py::arg("force") = false, py::call_guard<py::gil_scoped_release>());
   m.def("_inflight_budget", &inflight_budget);
+  m.def("_out_of_events_sends", [] { return sharing_out_of_events_sends(); },
+        "Sends so far that synchronized because their device had no IPC event left.");
   m.def("_sharing_stats", [] {
     SharingStats s = sharing_stats();
     py::dict d;
@@ -77,6 +79,7 @@ void bind_sharing(py::module_& m) {
     d["live_slots"] = s.live_slots;
     d["live_slots_self"] = s.live_slots_self;
     d["fallback_syncs"] = s.fallback_syncs;
+    d["out_of_events_sends"] = s.out_of_events_sends;
     d["in_fallback"] = s.in_fallback;
     d["release_syncs"] = s.release_syncs;
     return d;

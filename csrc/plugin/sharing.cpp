@@ -105,6 +105,7 @@ struct State {
   size_t auto_collect_at = kAutoCollectMin;
   uint64_t next_tag = 1;
   int64_t fallback_syncs = 0;
+  int64_t out_of_events_sends = 0;  // those of fallback_syncs the device had no IPC event for
   bool in_fallback = false;
   std::atomic<int64_t> release_syncs{0};  // the releaser's, see Releaser::run
   std::mutex events_mu;
@@ -484,7 +485,15 @@ Descriptor share_storage(const c10::Storage& storage) {
         ++s.fallback_syncs;
       }
       if (!s.in_fallback) {
-        event = EventManager::get().acquire(dev.index());
+        std::string exhausted;
+        event = EventManager::get().try_acquire(dev.index(), &exhausted);
+        if (event == nullptr) {
+          // The device has no IPC event left: synchronize like a send over
+          // the budget rather than fail it (a Queue's feeder thread would
+          // print the error and drop the message).
+          ++s.fallback_syncs;
+          ++s.out_of_events_sends;
+        }
       }
       s.inflight.push_back(Inflight{ref, event, Clock::now()});
       s.inflight_events += event != nullptr;
@@ -493,7 +502,7 @@ Descriptor share_storage(const c10::Storage& storage) {
       event->record(stream);
       d.event_handle = event->handle();
     } else {
-      stream.synchronize();  // over budget: the receiver needs no wait
+      stream.synchronize();  // over budget or out of events: the receiver needs no wait
     }
   } catch (...) {
     // No descriptor leaves: free the slot, or it would keep the block
@@ -582,6 +591,12 @@ int64_t ipc_collect(bool force) {
   return collect_locked(s, force);
 }
 
+int64_t sharing_out_of_events_sends() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.out_of_events_sends;
+}
+
 SharingStats sharing_stats() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -594,6 +609,7 @@ SharingStats sharing_stats() {
     st.live_slots_self += t->claimed_by(me);
   }
   st.fallback_syncs = s.fallback_syncs;
+  st.out_of_events_sends = s.out_of_events_sends;
   st.in_fallback = s.in_fallback;
   st.release_syncs = s.release_syncs.load(std::memory_order_relaxed);
   return st;

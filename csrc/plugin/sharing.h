@@ -63,10 +63,13 @@ struct SharingStats {
   int64_t live_slots = 0;       // sent slots not yet released (received or not)
   int64_t live_slots_self = 0;  // those of them this process received itself
   int64_t fallback_syncs = 0;
+  int64_t out_of_events_sends = 0;  // fallback_syncs made because the device had no IPC event left
   bool in_fallback = false;
   int64_t release_syncs = 0;  // releases that synchronized a stream: no fence could be recorded
 };
 SharingStats sharing_stats();
+// SharingStats::out_of_events_sends alone (no pruning: cheap).
+int64_t sharing_out_of_events_sends();
 
 // The in-flight event budget (TORCH_NPU_IPC_MAX_INFLIGHT, default 1000).
 int64_t inflight_budget();
