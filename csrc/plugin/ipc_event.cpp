@@ -18,8 +18,8 @@ constexpr const char* kFeature = "Interprocess events";
 // An event made by `create` with `flags` on the current device. When the
 // device has no event left: nullptr, and the runtime's message in
 // `*exhausted`. Any other failure raises.
-template <typename Create>
-aclrtEvent create_event(Create create, uint32_t flags, const char* call, std::string* exhausted) {
+aclrtEvent create_event(decltype(AclTable::CreateEventExWithFlag) create, uint32_t flags, const char* call,
+                        std::string* exhausted) {
   aclrtEvent ev = nullptr;
   const aclError rc = create(&ev, flags);
   if (rc == ACL_ERROR_RT_NO_EVENT_RESOURCE) {
