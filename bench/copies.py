@@ -10,6 +10,11 @@ least two devices. The host time of one call is measured for:
                 source was written on npu:0): the least a copy into npu:1
                 costs with the task queue on, since it must allocate there
                 and queue work behind npu:1's earlier work, waking that queue
+  alloc_src     ``torch.empty_like`` of the source (npu:0): the allocation
+                inside the same-device copy
+  alloc_dst     ``torch.empty_like`` of a tensor on npu:1: the allocation
+                inside the cross-device copy (torch_npu's, with its switch
+                of the current device)
   events        ``x.to('npu:1')`` through the plugin's event barrier
   synchronize   the same through the plugin with ``TORCH_NPU_IPC_COPIES=sync``
                 semantics (host synchronizes the streams; what older
@@ -35,8 +40,11 @@ threads' waits for each other are reported per copy
 
 The ratio ``events / same_device`` in the device-busy regime is the figure
 of merit (goal <= 1.2); ``events / dst_clone`` shows what the barrier costs
-beyond the allocation and queued work any copy into npu:1 pays. All numbers
-come from one process and one run; host times are medians.
+beyond the allocation and queued work any copy into npu:1 pays, and
+``(events - alloc_dst) / (same_device - alloc_src)`` compares the two copies
+without torch_npu's allocation in each (a difference of medians: an
+estimate). All numbers come from one process and one run; host times are
+medians.
 
 ``main(argv)`` returns the results as a dict.
 """
@@ -88,6 +96,8 @@ def _cases(dst: torch.Tensor) -> Cases:
     return {
         "same_device": (False, _same),
         "dst_clone": (False, lambda _t: dst.clone()),
+        "alloc_src": (False, torch.empty_like),
+        "alloc_dst": (False, lambda _t: torch.empty_like(dst)),
         "events": (False, _cross),
         "synchronize": (True, _cross),
         "torch_npu": (None, _cross),
@@ -97,6 +107,8 @@ def _cases(dst: torch.Tensor) -> Cases:
 LABELS = {
     "same_device": "same-device copy (clone)",
     "dst_clone": "clone on npu:1 (idle queue)",
+    "alloc_src": "allocation on npu:0",
+    "alloc_dst": "allocation on npu:1",
     "events": "cross-device, event barrier",
     "synchronize": "cross-device, synchronize",
     "torch_npu": "cross-device, torch_npu 2.13",
@@ -169,6 +181,12 @@ def _regime(cases: Cases, x: torch.Tensor, iters: int, pending: float | None) ->
         "ratio_to_same_device": {k: v / us["same_device"] for k, v in us.items()},
         "events_vs_dst_clone": us["events"] / us["dst_clone"],
         "events_extra_us": us["events"] - us["same_device"],
+        "beyond_allocation_us": {
+            "same_device": us["same_device"] - us["alloc_src"],
+            "events": us["events"] - us["alloc_dst"],
+        },
+        "events_vs_same_device_beyond_allocation": (us["events"] - us["alloc_dst"])
+        / max(us["same_device"] - us["alloc_src"], 1e-3),
         "stream_syncs_per_call": {k: v / iters for k, v in syncs.items()},
         "events_signal_wait_mean_us": waited_ns / max(n_events, 1) / 1e3,
     }
@@ -184,6 +202,12 @@ def _print(title: str, r: dict[str, Any]) -> None:
     print(
         f"  event barrier / clone on npu:1: {r['events_vs_dst_clone']:.2f}x; "
         f"event barrier - same-device copy: {r['events_extra_us']:+.1f} us"
+    )
+    beyond = r["beyond_allocation_us"]
+    print(
+        f"  without the allocation in each: event barrier {beyond['events']:.1f} us, "
+        f"same-device copy {beyond['same_device']:.1f} us, "
+        f"{r['events_vs_same_device_beyond_allocation']:.2f}x (difference of medians)"
     )
     print(
         "  event barrier: queue threads waited for each other "
