@@ -10,6 +10,7 @@ import pytest
 from helpers import task_queue_on
 
 from torch_npu_ipc import _C
+from torch_npu_ipc.streams import per_stream_queue_refusal
 
 
 def _run(args: list[str], timeout: float = 240.0) -> subprocess.CompletedProcess[str]:
@@ -47,10 +48,14 @@ def test_doctor_reports_runtime_and_paths(command: list[str]) -> None:
     line = next(x for x in out.stdout.splitlines() if "cross-device copies" in x)
     assert "plugin, two-way event barrier" in line and "(hook on" in line, line
     assert ("queued behind torch_npu's tasks" if task_queue_on() else "issued from the calling thread") in line, line
-    if _C._stream_from_external_available():  # torch_npu 2.13 and later
-        assert "ExternalStream                             plugin over torch_npu's getStreamFromExternal" in out.stdout
-    else:
-        assert "ExternalStream                             plugin, proxy stream (this torch_npu lacks" in out.stdout
+    # The paths section's line (the native-features section has one too).
+    line = [x for x in out.stdout.splitlines() if x.strip().startswith("ExternalStream ")][-1]
+    if not _C._stream_from_external_available():
+        assert "plugin, proxy stream (this torch_npu lacks" in line, line
+    elif per_stream_queue_refusal():  # torch_npu's per-stream queue refuses foreign streams
+        assert "plugin, proxy stream (torch_npu's per-stream task queue (PER_STREAM_QUEUE=" in line, line
+    else:  # torch_npu 2.13 and later
+        assert "plugin over torch_npu's getStreamFromExternal" in line, line
 
 
 @pytest.mark.parametrize(("value", "expect"), [("0", "torch_npu's own (hook off"), ("sync", "stream synchronize")])
