@@ -93,7 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short runs (each benchmark's QUICK_ARGS)")
     args = parser.parse_args(argv)
     if not BENCH_DIR.is_dir():
-        print(f"benchmarks live in the source tree ({BENCH_DIR} not found)", file=sys.stderr)
+        print(
+            f"benchmarks live in the source tree ({BENCH_DIR} not found: this torch_npu_ipc was installed "
+            "from a wheel); run them from a clone of the project, installed with "
+            "`pip install --no-build-isolation -e .`",
+            file=sys.stderr,
+        )
         return 2
     results: dict[str, Any] = {}
     failed = False

@@ -88,3 +88,13 @@ def test_benchmarks_refuse_counts_they_cannot_measure(
         module.main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_without_the_source_tree_it_says_where_benchmarks_live(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Installed from a wheel, ``bench/`` is not there: exit 2 with the way to run them (seen 2026-12-05)."""
+    monkeypatch.setattr(bench, "BENCH_DIR", tmp_path / "bench")
+    assert bench.main(["--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "installed from a wheel" in err and "pip install --no-build-isolation -e ." in err
