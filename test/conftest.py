@@ -55,3 +55,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # Child processes read this to size their loops.
     os.environ["TORCH_NPU_IPC_SOAK"] = "1" if config.getoption("--soak") else "0"
+
+
+def _visible_devices() -> int:
+    """The NPUs the tests can use: aclsim's configured count, else what torch_npu sees."""
+    if aclsim.is_active():
+        return TEST_DEVICES
+    import torch_npu_ipc  # noqa: F401  (before torch, as everywhere)
+
+    # isort: split
+    import torch
+
+    return torch.npu.device_count()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # ``@pytest.mark.devices(n)``: a machine (or an ACLSIM_DEVICES) with fewer
+    # NPUs skips the test instead of failing in a device switch.
+    marks = list(item.iter_markers("devices"))
+    if marks:
+        need = max(int(m.args[0]) for m in marks)
+        have = _visible_devices()
+        if have < need:
+            pytest.skip(f"needs {need} NPUs, this machine has {have} (aclsim: ACLSIM_DEVICES={need} or more)")

@@ -198,7 +198,9 @@ def pointers_worker(results: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "worker", [streams_worker, events_worker, ipc_handles_worker, pointers_worker], ids=lambda f: f.__name__
+    "worker",
+    [streams_worker, events_worker, ipc_handles_worker, pytest.param(pointers_worker, marks=pytest.mark.devices(2))],
+    ids=lambda f: f.__name__,
 )
 def test_bad_input_returns_error_codes(worker: Any) -> None:
     """Every bad call returns a non-zero ACL code, the child exits cleanly and the runtime still works."""

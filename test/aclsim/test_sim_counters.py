@@ -89,6 +89,7 @@ def test_op_launch_does_not_block_the_host() -> None:
     assert c["aclrtSynchronizeEvent"] == 0
 
 
+@pytest.mark.devices(2)
 def test_events_and_copies_count() -> None:
     """Record/wait and each copy kind land in their counters."""
     s1, s2 = torch.npu.Stream(), torch.npu.Stream()

@@ -67,7 +67,7 @@ def destroy_raw_stream(ptr: int, device: int) -> None:
 @pytest.mark.skipif(
     not native_external_stream(), reason=f"torch_npu {torch_npu_version()} has no ExternalStream to run on aclsim"
 )
-@pytest.mark.parametrize("device", [0, 1])
+@pytest.mark.parametrize("device", [0, pytest.param(1, marks=pytest.mark.devices(2))])
 def test_external_stream_runs_ops(device: int) -> None:
     """ExternalStream(ptr) constructs, becomes current under `with`, and its ops run on the raw stream."""
     torch.npu.set_device(0)

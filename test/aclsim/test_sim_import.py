@@ -14,13 +14,16 @@ import aclsim
 
 pytestmark = requires_aclsim
 
+# The count conftest activated aclsim with (ACLSIM_DEVICES, default 4).
+TEST_DEVICES = int(os.environ.get("ACLSIM_DEVICES", "0"))
+
 
 def test_available_with_conftest_device_count() -> None:
-    """conftest activated aclsim with 4 devices before torch was imported."""
+    """conftest activated aclsim with ACLSIM_DEVICES (default 4) devices before torch was imported."""
     assert aclsim.is_active()
     assert torch.npu.is_available()
-    assert torch.npu.device_count() == 4
-    assert torch_npu.npu.device_count() == 4
+    assert torch.npu.device_count() == TEST_DEVICES
+    assert torch_npu.npu.device_count() == TEST_DEVICES
 
 
 def test_soc_name() -> None:
@@ -37,13 +40,13 @@ def test_raw_device_count_matches() -> None:
     lib = ctypes.CDLL("libascendcl.so")
     n = ctypes.c_uint32(0)
     assert lib.aclrtGetDeviceCount(ctypes.byref(n)) == 0
-    assert n.value == 4
+    assert n.value == TEST_DEVICES
 
 
 def test_environment_points_at_simulator() -> None:
     """Children inherit the simulator through the environment aclsim.activate() set."""
     assert os.environ["ACLSIM_ACTIVE"] == "1"
-    assert os.environ["ACLSIM_DEVICES"] == "4"
+    assert os.environ["ACLSIM_DEVICES"] == str(torch.npu.device_count())
     assert os.environ["LD_LIBRARY_PATH"].split(os.pathsep)[0] == str(aclsim.lib_dir())
     home = os.environ["ASCEND_HOME_PATH"]
     assert os.path.isdir(os.path.join(home, "runtime")) and os.path.isdir(os.path.join(home, "compiler"))
@@ -52,9 +55,9 @@ def test_environment_points_at_simulator() -> None:
 
 def test_activate_refuses_a_different_device_count() -> None:
     """The device count cannot change inside a running process."""
-    aclsim.activate(devices=4)  # same count: a no-op
+    aclsim.activate(devices=TEST_DEVICES)  # same count: a no-op
     with pytest.raises(RuntimeError, match="already active"):
-        aclsim.activate(devices=3)
+        aclsim.activate(devices=3 if TEST_DEVICES != 3 else 2)
     with pytest.raises(ValueError):
         aclsim.simulator_env(devices=9)
 

@@ -110,7 +110,9 @@ def handshake_consumer(device: int, to_cons: Any, to_prod: Any, results: Any) ->
     to_prod.put("bye")
 
 
-@pytest.mark.parametrize("device", [0, 1], ids=["same-device", "cross-device"])
+@pytest.mark.parametrize(
+    "device", [0, pytest.param(1, marks=pytest.mark.devices(2))], ids=["same-device", "cross-device"]
+)
 def test_two_way_handshake(device: int) -> None:
     """Consumer waits for the producer's record; producer waits for the consumer's record."""
     ctx = spawn_context()
@@ -352,6 +354,7 @@ def ipc_event_limit_worker(results: Any) -> None:
     results.put((over, message))
 
 
+@pytest.mark.devices(2)
 def test_ipc_events_per_device_are_limited() -> None:
     """CANN allows a bounded number of IPC events per device; aclsim enforces it (ACLSIM_MAX_IPC_EVENTS)."""
     results = spawn_context().Queue()
@@ -383,6 +386,7 @@ def local_event_limit_worker(results: Any) -> None:
     results.put((over, message))
 
 
+@pytest.mark.devices(2)
 def test_local_events_per_device_are_limited() -> None:
     """ACLSIM_MAX_EVENTS makes a device run out of local events the way CANN reports it (fault injection)."""
     results = spawn_context().Queue()

@@ -147,6 +147,7 @@ def peer_importer(to_imp: Any, to_exp: Any, results: Any) -> None:
     results.put((rc_no_peer, rc_bad_flag, same_ok))
 
 
+@pytest.mark.devices(2)
 def test_no_pid_validation_and_peer_import() -> None:
     """Export flag 0x1 skips pid checks; import on another device needs import flag 0x1."""
     ctx = spawn_context()

@@ -37,6 +37,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
 
 
+@pytest.mark.devices(4)
 def test_set_device_and_current_device() -> None:
     """set_device switches the current device; tensors land where asked."""
     for d in DEVICES:
@@ -46,7 +47,7 @@ def test_set_device_and_current_device() -> None:
     torch.npu.set_device(0)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", [pytest.param(d, marks=pytest.mark.devices(d + 1)) for d in DEVICES])
 def test_factories(device: int) -> None:
     """empty/zeros/ones/full/arange on npu:k produce the CPU values."""
     dev = f"npu:{device}"
@@ -59,6 +60,7 @@ def test_factories(device: int) -> None:
     assert torch.equal(torch.arange(0.0, 1.0, 0.125, device=dev).cpu(), torch.arange(0.0, 1.0, 0.125))
 
 
+@pytest.mark.devices(4)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_round_trip_every_device(dtype: torch.dtype) -> None:
     """H2D with .to('npu:k') and D2H with .cpu() are bit exact on every device."""
@@ -69,6 +71,7 @@ def test_round_trip_every_device(dtype: torch.dtype) -> None:
         assert same_bits(y.cpu(), x)
 
 
+@pytest.mark.devices(4)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_same_and_cross_device_copies(dtype: torch.dtype) -> None:
     """D2D on one device (clone, copy_) and across devices (.to, copy_) are bit exact."""
@@ -100,6 +103,7 @@ def test_non_blocking_copies() -> None:
     assert same_bits(out, x)
 
 
+@pytest.mark.devices(4)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_non_contiguous_views(dtype: torch.dtype) -> None:
     """Transposed, strided and offset views round-trip exactly in both directions and across devices."""

@@ -125,7 +125,9 @@ def consumer(device: int, to_cons: Any, to_prod: Any, results: Any) -> None:
     to_prod.put("bye")
 
 
-@pytest.mark.parametrize("device", [0, 1], ids=["consumer-on-npu0", "consumer-on-npu1"])
+@pytest.mark.parametrize(
+    "device", [0, pytest.param(1, marks=pytest.mark.devices(2))], ids=["consumer-on-npu0", "consumer-on-npu1"]
+)
 def test_native_event_and_tensor_ipc(device: int) -> None:
     """Interprocess Event both ways, then an npu tensor and a strided view through a spawn Queue."""
     ctx = mp.get_context("spawn")

@@ -41,6 +41,7 @@ def test_inplace_fill_zero_add_mul(dtype: torch.dtype) -> None:
         assert torch.equal(dev.cpu(), cpu)
 
 
+@pytest.mark.devices(4)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
 def test_out_of_place_ops(dtype: torch.dtype) -> None:
     """a + b, a * b, a + 1, a * 2 and clone produce the CPU values on every device."""

@@ -150,6 +150,7 @@ def test_device_synchronize_waits_for_every_stream() -> None:
     assert all(s.query() for s in streams)
 
 
+@pytest.mark.devices(3)
 def test_streams_on_other_devices() -> None:
     """A stream of npu:2 is independent of npu:0: syncing npu:0 does not wait for it."""
     s2 = torch.npu.Stream(device="npu:2")

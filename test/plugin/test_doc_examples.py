@@ -35,6 +35,7 @@ def test_handshake_example(tmp_path: Path) -> None:
     assert r.stdout.split() == ["42.0"]
 
 
+@pytest.mark.devices(2)
 def test_handle_and_descriptor_example(tmp_path: Path) -> None:
     """The second example continues the first (its ``e`` and ``x``), in the producer after the join."""
     first, second = _blocks()[:2]

@@ -243,6 +243,7 @@ def test_destroyed_stream_is_rejected_at_construction(impl: str, other: OtherLib
         torch_npu_ipc.ExternalStream(ptr)
 
 
+@pytest.mark.devices(2)
 def test_second_device_for_a_wrapped_stream_is_rejected(impl: str, raw: int) -> None:
     ext = torch_npu_ipc.ExternalStream(raw, device=0)
     with pytest.raises(ValueError, match="already wrapped as an ExternalStream of npu:0"):
@@ -261,6 +262,7 @@ def test_probe_records_without_waiting_for_the_stream(impl: str, raw: int) -> No
     ext.synchronize()
 
 
+@pytest.mark.devices(2)
 def test_stream_of_another_device_is_rejected(impl: str, other: OtherLib) -> None:
     """A stream created on npu:1 wrapped as npu:0: ValueError naming both, where the runtime refuses it.
 
@@ -344,6 +346,7 @@ def test_native_current_stream_names_the_foreign_stream(raw: int) -> None:
         torch.npu.set_stream(torch.npu.default_stream())
 
 
+@pytest.mark.devices(2)
 def test_device_is_respected(impl: str, other: OtherLib) -> None:
     torch.npu.set_device(0)
     ptr = other.create_stream(1)
@@ -359,6 +362,7 @@ def test_device_is_respected(impl: str, other: OtherLib) -> None:
         other.destroy_stream(ptr)
 
 
+@pytest.mark.devices(2)
 def test_device_defaults_to_the_current_one(impl: str, other: OtherLib) -> None:
     ptr = other.create_stream(1)
     try:
@@ -558,6 +562,7 @@ def test_wait_on_never_recorded_event_is_a_no_op(impl: str, raw: int) -> None:
     ext.synchronize()
 
 
+@pytest.mark.devices(2)
 @pytest.mark.parametrize("interprocess", [False, True])
 def test_event_of_another_device_cannot_be_recorded(impl: str, raw: int, interprocess: bool) -> None:
     """The same ValueError on both paths, raised before anything is issued."""

@@ -59,6 +59,7 @@ print("OK")
     assert "RAISED" in out and UPGRADE in out and out.rstrip().endswith("OK")
 
 
+@pytest.mark.devices(2)
 def test_copies_fall_back_to_synchronize_and_say_why() -> None:
     out = run(
         """

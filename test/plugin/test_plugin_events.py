@@ -250,6 +250,7 @@ def p2p_consumer(arg_event: Event, to_cons: Any, to_prod: Any, results: Any) -> 
     results.put(("consumer", out))
 
 
+@pytest.mark.devices(2)
 @pytest.mark.usefixtures("no_native")
 def test_two_way_handshake_every_way() -> None:
     """Event object through a Queue and as Process argument, handle bytes, reduce_event; npu:0 <-> npu:1."""
@@ -376,6 +377,7 @@ def fan_consumer(k: int, arg_event: Event | None, q: Any, back_q: Any, results: 
     results.put((f"consumer{k}", {"wait_costs": costs}))
 
 
+@pytest.mark.devices(4)
 @pytest.mark.usefixtures("no_native")
 def test_one_producer_three_consumers() -> None:
     """npu:0 -> npu:1..3 through a Process argument, a Queue and handle bytes; events back through a Queue."""
@@ -443,6 +445,7 @@ def flood_consumer(q: Any, back: Any, results: Any) -> None:
     results.put(("consumer", delta(before, after), {k: stats[k] - stats0.get(k, 0) for k in stats}, stats))
 
 
+@pytest.mark.devices(2)
 def test_thousand_events_through_a_queue() -> None:
     """aclsim counters: as many IPC event destroys as creates (producer) and opens (consumer)."""
     ctx = mp.get_context("spawn")
@@ -654,6 +657,7 @@ def _run_alone(worker: Any) -> None:
     join_all([proc])
 
 
+@pytest.mark.devices(3)
 def test_deferred_destruction_and_export_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     """An event dropped with a pending wait survives until it drained; exported events get the grace."""
     monkeypatch.setenv("TORCH_NPU_IPC_EXPORT_GRACE_MS", str(GRACE_MS))
@@ -798,6 +802,7 @@ def test_interprocess_event_in_process() -> None:
     torch.npu.synchronize()
 
 
+@pytest.mark.devices(3)
 def test_streams_of_devices_other_than_the_current_one() -> None:
     """record/wait on streams of other devices than the thread's current one are ordered right."""
     torch.npu.set_device(0)
@@ -820,7 +825,10 @@ def test_streams_of_devices_other_than_the_current_one() -> None:
     assert torch.npu.current_device() == 0
 
 
-@pytest.mark.parametrize(("stream_device", "current"), [(1, 0), (0, 2)])
+@pytest.mark.parametrize(
+    ("stream_device", "current"),
+    [pytest.param(1, 0, marks=pytest.mark.devices(2)), pytest.param(0, 2, marks=pytest.mark.devices(3))],
+)
 def test_record_covers_queued_work_on_a_non_current_device(stream_device: int, current: int) -> None:
     """record(stream) drains torch_npu's queue of the STREAM's device, not of the thread's current one.
 
@@ -848,6 +856,7 @@ def test_record_covers_queued_work_on_a_non_current_device(stream_device: int, c
     assert not stale, f"records ran before work queued ahead of them: {stale[:5]} ({len(stale)} of 150)"
 
 
+@pytest.mark.devices(2)
 def test_record_on_another_devices_stream_is_refused() -> None:
     """An IPC event belongs to one device: recording it on another device's stream raises ValueError."""
     torch.npu.set_device(0)
@@ -861,6 +870,7 @@ def test_record_on_another_devices_stream_is_refused() -> None:
     torch.npu.synchronize()
 
 
+@pytest.mark.devices(2)
 @pytest.mark.parametrize("thread_device", [0, None], ids=["thread-on-npu0", "thread-without-device"])
 def test_lazy_event_binds_to_creating_threads_device(thread_device: int | None) -> None:
     """A never-recorded event created under npu:1 stays on npu:1 when another thread asks for its handle."""

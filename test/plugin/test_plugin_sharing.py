@@ -304,6 +304,7 @@ def _ordering_producer(results: Any) -> None:
     assert st["live_slots"] == 0 and st["fallback_syncs"] == 0, st
 
 
+@pytest.mark.devices(2)
 def test_ordering_counters_cache_hit_and_peer() -> None:
     """Slow writes are seen by the receiver with no host sync; cache hits wait too; peer import works."""
     s = Scenario()
@@ -385,6 +386,7 @@ def _fwd_producer(results: Any) -> None:
     last.join(30)
 
 
+@pytest.mark.devices(3)
 def test_forwarding_to_a_third_process() -> None:
     """P -> A (peer npu:1) -> B (npu:2): B waits for A's write, and the block outlives A and P's drop."""
     s = Scenario()
@@ -424,6 +426,7 @@ def _unclaimed_producer(results: Any) -> None:
     assert waited >= UNCLAIMED_S - 0.2, f"unclaimed slots reclaimed after {waited:.1f} s, before the timeout"
 
 
+@pytest.mark.devices(2)
 def test_unclaimed_sends_and_forwards_are_reclaimed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Descriptors nobody receives, the producer's own and a dead forwarder's, free their blocks after the timeout.
 

@@ -148,6 +148,7 @@ def _producer(q: Any, back: Any) -> None:
     torch_npu_ipc.ipc_collect()
 
 
+@pytest.mark.devices(4)
 def test_fuzzed_descriptors_only_raise() -> None:
     """Random bytes, truncations, bit flips, forged fields: only TypeError/ValueError/RuntimeError."""
     s = Scenario()

@@ -273,6 +273,7 @@ def _record_stream_on_a_shared_block() -> None:
         del y, z
 
 
+@pytest.mark.devices(2)
 def test_record_stream_on_a_shared_block() -> None:
     """After a share, record_stream (and the copy barrier's own record) still defers the block's reuse."""
     s = Scenario()
