@@ -176,17 +176,14 @@ def _regime(cases: Cases, x: torch.Tensor, iters: int, pending: float | None) ->
     waited_ns = after["signal_wait_ns"] - before["signal_wait_ns"]
     n_events = after["event_copies"] - before["event_copies"]
     us = {k: statistics.median(v) * 1e6 for k, v in times.items()}
+    beyond = {"same_device": us["same_device"] - us["alloc_src"], "events": us["events"] - us["alloc_dst"]}
     return {
         "host_us": us,
         "ratio_to_same_device": {k: v / us["same_device"] for k, v in us.items()},
         "events_vs_dst_clone": us["events"] / us["dst_clone"],
         "events_extra_us": us["events"] - us["same_device"],
-        "beyond_allocation_us": {
-            "same_device": us["same_device"] - us["alloc_src"],
-            "events": us["events"] - us["alloc_dst"],
-        },
-        "events_vs_same_device_beyond_allocation": (us["events"] - us["alloc_dst"])
-        / max(us["same_device"] - us["alloc_src"], 1e-3),
+        "beyond_allocation_us": beyond,
+        "events_vs_same_device_beyond_allocation": beyond["events"] / max(beyond["same_device"], 1e-3),
         "stream_syncs_per_call": {k: v / iters for k, v in syncs.items()},
         "events_signal_wait_mean_us": waited_ns / max(n_events, 1) / 1e3,
     }

@@ -27,7 +27,10 @@ import torch_npu_ipc
 from torch_npu_ipc import _device, copies
 from torch_npu_ipc._device import per_stream_queue_on
 
-pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)")
+pytestmark = [
+    pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)"),
+    pytest.mark.devices(2),
+]
 
 WORK = 0.3  # simulated device time the copy must be ordered after
 HOST_FAST = WORK / 2  # a call that took this long blocked the host
@@ -38,8 +41,6 @@ N = 1000
 @pytest.fixture(autouse=True)
 def _hook_on() -> Iterator[None]:
     """Each test starts with the event-barrier hook installed and idle devices; restores it after."""
-    if torch.npu.device_count() < 2:
-        pytest.skip("needs two NPUs")
     for d in range(2):
         torch.zeros(1, device=f"npu:{d}")  # initializes the device and its streams
     copies.enable()
