@@ -10,6 +10,8 @@ torch_npu on aclsim, the bundled CPU simulator of the CANN runtime.
 
 from __future__ import annotations
 
+import atexit
+
 from torch_npu_ipc._runtime import select_runtime
 
 RUNTIME: str = select_runtime()
@@ -17,7 +19,7 @@ RUNTIME: str = select_runtime()
 import torch  # noqa: E402,F401
 import torch_npu  # noqa: E402,F401
 
-from torch_npu_ipc import copies, event_guard, reductions  # noqa: E402
+from torch_npu_ipc import _C, copies, event_guard, reductions  # noqa: E402
 from torch_npu_ipc.events import Event  # noqa: E402
 from torch_npu_ipc.sharing import export_tensor, import_tensor, ipc_collect, safe_globals, sharing_stats  # noqa: E402
 from torch_npu_ipc.streams import ExternalStream  # noqa: E402
@@ -28,6 +30,9 @@ reductions.register()
 copies.install_from_env()
 event_guard.install_from_env()
 reductions.register_tensors()
+# Runs before torch_npu's shutdown (registered earlier): daemon threads still
+# in plugin calls stay parked instead of aborting the exit (see csrc/plugin/gil.h).
+atexit.register(_C._mark_interpreter_exiting)
 
 __all__ = [
     "RUNTIME",

@@ -7,6 +7,7 @@ Without it, the event is exactly torch_npu's own.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -17,6 +18,17 @@ from torch_npu_ipc import streams as _streams
 from torch_npu_ipc._device import npu_index, stream_triple
 
 IPC_HANDLE_SIZE = 64
+
+
+def _stream_arg(stream: Any, method: str) -> torch_npu.npu.Stream:
+    """``stream``, or the current stream for None; a TypeError names anything else."""
+    if stream is None:
+        return torch.npu.current_stream()
+    if not isinstance(stream, torch_npu._C._NPUStreamBase):
+        raise TypeError(
+            f"Event.{method}() takes a torch.npu.Stream (or None for the current one), got {type(stream).__name__}"
+        )
+    return stream
 
 
 class Event(torch_npu.npu.Event):
@@ -54,6 +66,9 @@ class Event(torch_npu.npu.Event):
         self._interprocess = bool(interprocess)
         self._blocking = bool(blocking)
         self._ipc: Any = None
+        # Lazy creation may race: a queue's feeder thread asks for the handle
+        # while the owner records. One ACL event per Event, whoever comes first.
+        self._create_lock = threading.Lock() if interprocess else None
         if interprocess:
             torch.npu._lazy_init()
         self._home_device = torch.npu.current_device() if interprocess else None
@@ -101,8 +116,7 @@ class Event(torch_npu.npu.Event):
     # ----------------------------------------------------------- operations
     def record(self, stream: torch.npu.Stream | None = None) -> None:
         r"""Record the event on ``stream`` (default: the current stream)."""
-        if stream is None:
-            stream = torch.npu.current_stream()
+        stream = _stream_arg(stream, "record")
         ext = _streams.external_of(stream)  # an ExternalStream: torch_npu refuses to record on it
         if not self._interprocess:
             if ext is not None:
@@ -110,9 +124,7 @@ class Event(torch_npu.npu.Event):
             return super().record(stream)
         if ext is not None:
             _streams.before_record(ext)
-        if self._ipc is None:
-            self._ipc = _C._IpcEvent.create(stream.device_index)
-        self._ipc.record(stream_triple(stream))
+        self._ensure(stream.device_index).record(stream_triple(stream))
         return None
 
     def wait(self, stream: torch.npu.Stream | None = None) -> None:
@@ -121,8 +133,7 @@ class Event(torch_npu.npu.Event):
         The host does not block unless the event was created with ``blocking=True``.
         A wait on a never-recorded event does nothing.
         """
-        if stream is None:
-            stream = torch.npu.current_stream()
+        stream = _stream_arg(stream, "wait")
         ext = _streams.external_of(stream)  # an ExternalStream: torch_npu refuses to wait on it
         if not self._interprocess:
             if ext is not None:
@@ -153,7 +164,7 @@ class Event(torch_npu.npu.Event):
 
     def elapsed_time(self, end_event: torch_npu.npu.Event) -> float:
         r"""Milliseconds between this event and ``end_event`` (timing events only)."""
-        if self._interprocess:
+        if self._interprocess or getattr(end_event, "_interprocess", False):
             raise RuntimeError("elapsed_time() is not available on interprocess events (they record no timestamps)")
         return super().elapsed_time(end_event)
 
@@ -178,10 +189,15 @@ class Event(torch_npu.npu.Event):
             return super().npu_event
         return 0 if self._ipc is None else self._ipc.ptr
 
-    def _ensure(self) -> Any:
-        if self._ipc is None:
-            self._ipc = _C._IpcEvent.create(self._home_device)
-        return self._ipc
+    def _ensure(self, device: int | None = None) -> Any:
+        """The ACL event, created on ``device`` (default: the home device) if there is none yet."""
+        ipc = self._ipc
+        if ipc is None:
+            with self._create_lock:
+                if self._ipc is None:
+                    self._ipc = _C._IpcEvent.create(self._home_device if device is None else device)
+                ipc = self._ipc
+        return ipc
 
     def __repr__(self) -> str:
         kind = "interprocess " if self._interprocess else ""

@@ -33,7 +33,19 @@ def reduce_event(event: torch_npu.npu.Event) -> tuple[Callable[..., Any], tuple[
             raise RuntimeError("only an Event created with interprocess=True can be sent to another process")
         handle = event.ipc_handle()
         return rebuild_event, (event.device.index, handle)
+    if not hasattr(event, "ipc_handle"):
+        raise RuntimeError(
+            f"this torch_npu's {type(event).__name__} has no ipc_handle(); "
+            "send a torch_npu_ipc.Event(interprocess=True)"
+        )
     handle = event.ipc_handle()  # torch_npu's native interprocess event
+    if not any(handle):
+        # torch_npu gives zeros (and logs "not supported") for an event made without interprocess=True.
+        raise RuntimeError(
+            "only an Event created with interprocess=True can be sent to another process: torch_npu returned an "
+            "empty IPC handle for this torch.npu.Event; create it with torch.npu.Event(interprocess=True) "
+            "or torch_npu_ipc.Event(interprocess=True)"
+        )
     device = event.device
     return rebuild_event, (device.index if isinstance(device, torch.device) else int(device), handle)
 

@@ -49,12 +49,25 @@ _from_external: Callable[[int, int], tuple[int, int, int]] | None = (
 _PER_STREAM_WARNED = False
 
 _LOCK = threading.Lock()
-# stream_ptr -> the live ExternalStream wrapping it (to reject a second device).
-_LIVE: weakref.WeakValueDictionary[int, ExternalStream] = weakref.WeakValueDictionary()
+# stream_ptr -> the live ExternalStreams wrapping it, all of one device (to reject a second device
+# while any of them lives, not only the latest).
+_LIVE: dict[int, weakref.WeakSet[ExternalStream]] = {}
 # (device_index, stream_id) of torch_npu's native external streams -> _Ext.
 _NATIVE_IDS: dict[tuple[int, int], _Ext] = {}
 # (device_index, stream_ptr) -> proxy stream triple (proxy implementation).
 _PROXIES: dict[tuple[int, int], tuple[int, int, int]] = {}
+
+
+def _live_wrapper(ptr: int) -> ExternalStream | None:
+    """A live ExternalStream of ``ptr``, if any (caller holds _LOCK); forgets pointers none wraps."""
+    wrappers = _LIVE.get(ptr)
+    other = next(iter(wrappers), None) if wrappers is not None else None
+    if wrappers is not None and other is None:
+        del _LIVE[ptr]
+    if len(_LIVE) > 256:  # pointers wrapped once and dropped long ago
+        for key in [key for key, live in _LIVE.items() if not live]:
+            del _LIVE[key]
+    return other
 
 
 @dataclass(frozen=True)
@@ -228,7 +241,7 @@ class ExternalStream(torch_npu.npu.Stream):
         torch.npu._lazy_init()
         index = npu_index(device, what="ExternalStream device")
         with _LOCK:
-            other = _LIVE.get(ptr)
+            other = _live_wrapper(ptr)
             if other is not None and other._ext.device != index:
                 raise ValueError(
                     f"stream {ptr:#x} is already wrapped as an ExternalStream of npu:{other._ext.device}; "
@@ -250,7 +263,7 @@ class ExternalStream(torch_npu.npu.Stream):
                 cls, stream_id=triple[0], device_index=triple[1], device_type=triple[2]
             )
             self._ext = ext
-            _LIVE[ptr] = self
+            _LIVE.setdefault(ptr, weakref.WeakSet()).add(self)
             _install_guards()
         if not ext.native:
             self.fence()  # torch work launched from now on follows the owner's work queued so far

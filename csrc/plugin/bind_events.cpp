@@ -12,7 +12,9 @@ namespace py = pybind11;
 namespace torch_npu_ipc {
 namespace {
 
-c10_npu::NPUStream stream_of(const std::tuple<int64_t, int64_t, int64_t>& s) {
+using Triple = std::tuple<int64_t, int64_t, int64_t>;
+
+c10_npu::NPUStream stream_of(const Triple& s) {
   return to_npu_stream(StreamRef{std::get<0>(s), std::get<1>(s), std::get<2>(s)});
 }
 
@@ -20,41 +22,30 @@ c10_npu::NPUStream stream_of(const std::tuple<int64_t, int64_t, int64_t>& s) {
 
 void bind_events(py::module_& m) {
   py::class_<IpcEvent, std::shared_ptr<IpcEvent>>(m, "_IpcEvent")
-      .def_static("create", &IpcEvent::create, py::arg("device"), py::call_guard<py::gil_scoped_release>())
+      .def_static("create", released(&IpcEvent::create), py::arg("device"))
       .def_static(
           "open",
           [](c10::DeviceIndex device, py::bytes handle) {
             std::string h = handle;
-            py::gil_scoped_release no_gil;
-            return IpcEvent::open(device, h);
+            return without_gil([&] { return IpcEvent::open(device, h); });
           },
           py::arg("device"), py::arg("handle"))
-      .def_static("acquire", [](c10::DeviceIndex device) { return EventManager::get().acquire(device); },
-                  py::arg("device"), py::call_guard<py::gil_scoped_release>())
-      .def(
-          "record", [](IpcEvent& e, const std::tuple<int64_t, int64_t, int64_t>& s) { e.record(stream_of(s)); },
-          py::arg("stream"), py::call_guard<py::gil_scoped_release>())
-      .def(
-          "wait", [](IpcEvent& e, const std::tuple<int64_t, int64_t, int64_t>& s) { e.wait(stream_of(s)); },
-          py::arg("stream"), py::call_guard<py::gil_scoped_release>())
-      .def("query", &IpcEvent::query, py::call_guard<py::gil_scoped_release>())
-      .def("synchronize", &IpcEvent::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def_static("acquire", released(+[](c10::DeviceIndex device) { return EventManager::get().acquire(device); }),
+                  py::arg("device"))
+      .def("record", released(+[](IpcEvent& e, const Triple& s) { e.record(stream_of(s)); }), py::arg("stream"))
+      .def("wait", released(+[](IpcEvent& e, const Triple& s) { e.wait(stream_of(s)); }), py::arg("stream"))
+      .def("query", released(&IpcEvent::query))
+      .def("synchronize", released(&IpcEvent::synchronize))
       .def("handle",
            [](IpcEvent& e) {
-             std::string h;
-             {
-               py::gil_scoped_release no_gil;
-               h = e.handle();
-             }
-             return py::bytes(h);
+             return py::bytes(without_gil([&] { return e.handle(); }));
            })
       .def_property_readonly("device", &IpcEvent::device)
       .def_property_readonly("imported", &IpcEvent::imported)
       .def_property_readonly("ptr", [](const IpcEvent& e) { return reinterpret_cast<uintptr_t>(e.raw()); });
 
   m.def(
-      "_event_collect", [](bool force) { EventManager::get().collect(force); }, py::arg("force") = false,
-      py::call_guard<py::gil_scoped_release>());
+      "_event_collect", released(+[](bool force) { EventManager::get().collect(force); }), py::arg("force") = false);
   m.def("_event_stats", [] {
     EventStats s = EventManager::get().stats();
     py::dict d;

@@ -39,12 +39,7 @@ void bind_sharing(py::module_& m) {
   m.def(
       "_share_storage",
       [](const at::Tensor& t) {
-        Descriptor d;
-        {
-          py::gil_scoped_release no_gil;
-          d = share_storage(t.storage());
-        }
-        return to_fields(d);
+        return to_fields(without_gil([&] { return share_storage(t.storage()); }));
       },
       py::arg("tensor"), "Share the storage of an NPU tensor; returns the descriptor fields.");
   m.def(
@@ -52,8 +47,8 @@ void bind_sharing(py::module_& m) {
       [](const Fields& f, int64_t device, at::ScalarType dtype, const std::vector<int64_t>& sizes,
          const std::vector<int64_t>& strides, int64_t storage_offset, bool requires_grad) {
         Descriptor d = from_fields(f);
-        py::gil_scoped_release no_gil;
-        return rebuild_tensor(d, device, dtype, sizes, strides, storage_offset, requires_grad);
+        return without_gil(
+            [&] { return rebuild_tensor(d, device, dtype, sizes, strides, storage_offset, requires_grad); });
       },
       py::arg("fields"), py::arg("device"), py::arg("dtype"), py::arg("sizes"), py::arg("strides"),
       py::arg("storage_offset"), py::arg("requires_grad"),
@@ -67,7 +62,7 @@ void bind_sharing(py::module_& m) {
       },
       py::arg("tensor"), py::arg("stream"),
       "Tensor.record_stream for shared or received memory; False (nothing done) for any other tensor.");
-  m.def("_ipc_collect", &ipc_collect, py::arg("force") = false, py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_collect", released(&ipc_collect), py::arg("force") = false);
   m.def("_inflight_budget", &inflight_budget);
   m.def("_out_of_events_sends", [] { return sharing_out_of_events_sends(); },
         "Sends so far that synchronized because their device had no IPC event left.");

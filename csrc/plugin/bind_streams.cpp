@@ -26,60 +26,61 @@ void bind_streams(py::module_& m) {
         "True when torch_npu exports c10_npu::getStreamFromExternal.");
   m.def(
       "_stream_from_external",
-      [](uint64_t ptr, c10::DeviceIndex device) {
+      released(+[](uint64_t ptr, c10::DeviceIndex device) {
         StreamRef r = stream_from_external(as_ptr<void>(ptr), device);
         return Triple{r.stream_id, r.device_index, r.device_type};
-      },
-      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>(),
+      }),
+      py::arg("stream_ptr"), py::arg("device"),
       "(stream_id, device_index, device_type) of torch_npu's stream for a foreign aclrtStream.");
   m.def(
       "_drain",
-      [](const Triple& s) {
+      released(+[](const Triple& s) {
         aclrtStream raw = drained(to_npu_stream(StreamRef{std::get<0>(s), std::get<1>(s), std::get<2>(s)}));
         TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", std::get<1>(s));
         return as_int(raw);
-      },
-      py::arg("stream"), py::call_guard<py::gil_scoped_release>(),
+      }),
+      py::arg("stream"),
       "Hand everything torch_npu queued for the stream to the runtime; return the raw stream.");
   m.def(
       "_ext_probe",
-      [](uint64_t ptr, c10::DeviceIndex device) {
+      released(+[](uint64_t ptr, c10::DeviceIndex device) {
         StreamProbe p = probe_stream(as_ptr<void>(ptr), device);
         return std::make_tuple(p.problem, p.other_context);
-      },
-      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>(),
+      }),
+      py::arg("stream_ptr"), py::arg("device"),
       "(problem, other_context): problem is '' when the runtime takes work on the stream with `device` "
       "current; other_context is True when it refused it as a stream of another context.");
   m.def(
       "_ext_stream_device",
-      [](uint64_t ptr, c10::DeviceIndex except) { return find_stream_device(as_ptr<void>(ptr), except); },
-      py::arg("stream_ptr"), py::arg("except_device"), py::call_guard<py::gil_scoped_release>(),
+      released(+[](uint64_t ptr, c10::DeviceIndex except) { return find_stream_device(as_ptr<void>(ptr), except); }),
+      py::arg("stream_ptr"), py::arg("except_device"),
       "The active device other than except_device whose context takes work on the stream, or -1.");
   m.def(
       "_ext_synchronize",
-      [](uint64_t ptr, c10::DeviceIndex device) { synchronize_stream(as_ptr<void>(ptr), device); },
-      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+      released(+[](uint64_t ptr, c10::DeviceIndex device) { synchronize_stream(as_ptr<void>(ptr), device); }),
+      py::arg("stream_ptr"), py::arg("device"));
   m.def(
-      "_ext_query", [](uint64_t ptr, c10::DeviceIndex device) { return query_stream(as_ptr<void>(ptr), device); },
-      py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+      "_ext_query",
+      released(+[](uint64_t ptr, c10::DeviceIndex device) { return query_stream(as_ptr<void>(ptr), device); }),
+      py::arg("stream_ptr"), py::arg("device"));
   m.def(
       "_ext_record_event",
-      [](uint64_t event, uint64_t stream, c10::DeviceIndex device) {
+      released(+[](uint64_t event, uint64_t stream, c10::DeviceIndex device) {
         record_event(as_ptr<void>(event), as_ptr<void>(stream), device);
-      },
-      py::arg("event_ptr"), py::arg("stream_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+      }),
+      py::arg("event_ptr"), py::arg("stream_ptr"), py::arg("device"));
   m.def(
       "_ext_wait_event",
-      [](uint64_t stream, uint64_t event, c10::DeviceIndex device) {
+      released(+[](uint64_t stream, uint64_t event, c10::DeviceIndex device) {
         wait_event(as_ptr<void>(stream), as_ptr<void>(event), device);
-      },
-      py::arg("stream_ptr"), py::arg("event_ptr"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+      }),
+      py::arg("stream_ptr"), py::arg("event_ptr"), py::arg("device"));
   m.def(
       "_ext_order",
-      [](uint64_t waiter, uint64_t signaller, c10::DeviceIndex device) {
+      released(+[](uint64_t waiter, uint64_t signaller, c10::DeviceIndex device) {
         order_streams(as_ptr<void>(waiter), as_ptr<void>(signaller), device);
-      },
-      py::arg("waiter"), py::arg("signaller"), py::arg("device"), py::call_guard<py::gil_scoped_release>());
+      }),
+      py::arg("waiter"), py::arg("signaller"), py::arg("device"));
 }
 
 }  // namespace torch_npu_ipc

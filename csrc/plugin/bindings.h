@@ -3,6 +3,8 @@
 
 #include <torch/extension.h>
 
+#include "gil.h"
+
 namespace torch_npu_ipc {
 
 void bind_events(pybind11::module_& m);

@@ -251,6 +251,20 @@ def test_second_device_for_a_wrapped_stream_is_rejected(impl: str, raw: int) -> 
     del ext
 
 
+@pytest.mark.devices(2)
+def test_second_device_is_rejected_while_any_wrapper_lives(impl: str, raw: int) -> None:
+    """Dropping a later wrapper of the pointer does not forget the earlier one's device."""
+    first = torch_npu_ipc.ExternalStream(raw, device=0)
+    later = torch_npu_ipc.ExternalStream(raw, device=0)
+    del later
+    gc.collect()
+    with pytest.raises(ValueError, match="already wrapped as an ExternalStream of npu:0"):
+        torch_npu_ipc.ExternalStream(raw, device=1)
+    del first
+    gc.collect()
+    assert raw not in {ptr for ptr, live in ext_streams._LIVE.items() if live}
+
+
 @requires_aclsim
 def test_probe_records_without_waiting_for_the_stream(impl: str, raw: int) -> None:
     """Construction probes the stream (aclrtStreamQuery, then an event record) without waiting for its work."""

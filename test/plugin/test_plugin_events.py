@@ -923,3 +923,121 @@ def test_reduce_event_matches_torch_multiprocessing() -> None:
     again = fn(*args)
     assert type(again) is Event and again.interprocess and again.device == e.device
     assert torch_npu_ipc.Event is Event
+
+
+def test_lazy_creation_makes_one_event_whatever_thread_comes_first() -> None:
+    """Threads racing to create a fresh Event (handle, record) share one ACL event.
+
+    A queue's feeder thread asks for the handle of an Event put before it was
+    recorded while the owner records it; two ACL events would give the
+    receiver a handle to an event that never gets the record.
+    """
+    import threading
+
+    torch.npu.set_device(0)
+    s = torch.npu.current_stream()
+    created = _C._event_stats()["created"]
+    events = 20
+    lost = []
+    for i in range(events):
+        e = Event(interprocess=True)
+        start_line = threading.Barrier(4)
+        handles: list[bytes] = []
+
+        def take_handle(
+            e: Event = e, start_line: threading.Barrier = start_line, handles: list[bytes] = handles
+        ) -> None:
+            start_line.wait()
+            handles.append(e.ipc_handle())
+
+        threads = [threading.Thread(target=take_handle) for _ in range(3)]
+        for th in threads:
+            th.start()
+        aclsim.sleep(s.npu_stream, 0.2)
+        start_line.wait()
+        e.record(s)
+        for th in threads:
+            th.join(30)
+        assert len(set(handles)) == 1, f"event {i}: threads got {len(set(handles))} different handles"
+        if Event.from_ipc_handle(0, handles[0]).query():  # the record has not run yet (sleep ahead of it)
+            lost.append(i)
+        s.synchronize()
+    assert not lost, f"handles of {len(lost)} of {events} events name an event the record did not reach"
+    # One ACL event per Event object and one per opened copy.
+    assert _C._event_stats()["created"] - created == 2 * events
+
+
+@pytest.mark.parametrize("bad", [5, "s", object(), torch.device("npu:0")])
+@pytest.mark.parametrize("interprocess", [False, True], ids=["plain", "interprocess"])
+def test_record_and_wait_name_a_wrong_stream_argument(bad: object, interprocess: bool) -> None:
+    e = Event(interprocess=interprocess)
+    with pytest.raises(TypeError, match=r"Event\.record\(\) takes a torch\.npu\.Stream"):
+        e.record(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"Event\.wait\(\) takes a torch\.npu\.Stream"):
+        e.wait(bad)  # type: ignore[arg-type]
+
+
+def test_elapsed_time_to_an_interprocess_event_names_it() -> None:
+    """A timing event's elapsed_time to an interprocess one says why, whichever side it is on."""
+    start, ipc = Event(enable_timing=True), Event(interprocess=True)
+    start.record()
+    ipc.record()
+    for a, b in ((start, ipc), (ipc, start)):
+        with pytest.raises(RuntimeError, match="not available on interprocess events"):
+            a.elapsed_time(b)
+    torch.npu.synchronize()
+
+
+def test_reduce_event_refuses_a_native_event_without_interprocess() -> None:
+    """torch_npu gives zeros for a plain torch.npu.Event's handle: refused at the sender, not the receiver."""
+    e = torch.npu.Event()
+    e.record()
+    with pytest.raises(RuntimeError, match=r"interprocess=True"):
+        torch_reductions.reduce_event(e)
+    torch.npu.synchronize()
+
+
+_EXIT_WITH_BUSY_DAEMONS = """
+import torch_npu_ipc  # isort: split
+import threading, time
+import torch
+
+def new_events():
+    while True:
+        torch_npu_ipc.Event(interprocess=True).ipc_handle()
+
+def records():
+    e = torch_npu_ipc.Event(interprocess=True)
+    while True:
+        e.record()
+        e.query()
+
+def shares():
+    x = torch.ones(4, device="npu:0")
+    held = []  # kept: torch itself releases the GIL to free a tensor (see docs/troubleshooting.md)
+    while True:
+        held.append(torch_npu_ipc.import_tensor(torch_npu_ipc.export_tensor(x)))
+
+for fn in (new_events, records, shares):
+    threading.Thread(target=fn, daemon=True).start()
+time.sleep(0.5)
+print("exiting", flush=True)
+"""
+
+
+def test_exit_with_daemon_threads_inside_plugin_calls() -> None:
+    """A program that exits while daemon threads are in plugin calls exits normally.
+
+    CPython ends such a thread when it takes the GIL back during
+    finalization; through pybind11's gil_scoped_release that aborted the
+    process ("terminate called without an active exception", 6 of 6 runs).
+    """
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        r = subprocess.run(
+            [sys.executable, "-c", _EXIT_WITH_BUSY_DAEMONS], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert r.returncode == 0 and "exiting" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+        assert "terminate called" not in r.stderr, r.stderr[-2000:]
