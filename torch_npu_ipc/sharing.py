@@ -28,7 +28,7 @@ from torch_npu_ipc import _C
 from torch_npu_ipc._device import npu_index, stream_triple
 
 MAGIC = b"TNPUIPC\x00"
-VERSION = 1
+VERSION = 2
 
 # Wire codes of the dtypes a descriptor can carry, by name (append only). A name this torch
 # lacks keeps its code, as None: a descriptor naming it is refused at decode.
@@ -41,8 +41,11 @@ _DTYPES: tuple[torch.dtype | None, ...] = tuple(getattr(torch, name, None) for n
 _DTYPE_CODE = {dt: i for i, dt in enumerate(_DTYPES) if dt is not None}
 
 # producer_pid, device, block_size, storage_offset, storage_nbytes, slot_index, slot_generation,
-# dtype, requires_grad, ndim, tensor storage offset
-_FIXED = struct.Struct("<iqQQQIIBBBq")
+# dtype, flags, ndim, tensor storage offset, sender's device
+_FIXED = struct.Struct("<iqQQQIIBBBqq")
+# Flags: the tensor's requires_grad and its lazy conjugate / negative bits (a view's bits are not in
+# its memory: a receiver without them would read other values than the sender's).
+_REQUIRES_GRAD, _CONJ, _NEG = 1, 2, 4
 _MAX_DIMS = 64
 
 _fallback_warned = False
@@ -68,9 +71,10 @@ def _check_encodable(t: torch.Tensor) -> None:
 
 def _encode(fields: tuple[Any, ...], t: torch.Tensor) -> bytes:
     pid, device, key, block_size, st_off, st_nbytes, table, slot, gen, event = fields
+    flags = _REQUIRES_GRAD * t.requires_grad | _CONJ * t.is_conj() | _NEG * t.is_neg()
     body = _FIXED.pack(
         pid, device, block_size, st_off, st_nbytes, slot, gen, _DTYPE_CODE[t.dtype],
-        int(t.requires_grad), t.dim(), t.storage_offset(),
+        flags, t.dim(), t.storage_offset(), t.device.index,
     )  # fmt: skip
     body += struct.pack(f"<{t.dim()}q{t.dim()}q", *t.size(), *t.stride())
     body += _pack_str(key) + _pack_str(table.encode()) + _pack_str(event)
@@ -78,7 +82,7 @@ def _encode(fields: tuple[Any, ...], t: torch.Tensor) -> bytes:
     return head + body + struct.pack("<I", zlib.crc32(head + body))
 
 
-def _decode(data: bytes) -> tuple[tuple[Any, ...], torch.dtype, list[int], list[int], int, bool]:
+def _decode(data: bytes) -> tuple[tuple[Any, ...], torch.dtype, list[int], list[int], int, int, int]:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"a tensor descriptor is bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -95,9 +99,15 @@ def _decode(data: bytes) -> tuple[tuple[Any, ...], torch.dtype, list[int], list[
         raise ValueError("corrupted tensor descriptor (checksum mismatch)")
     body = data[head_len : head_len + body_len]
     try:
-        pid, device, block_size, st_off, st_nbytes, slot, gen, code, req, ndim, t_off = _FIXED.unpack_from(body, 0)
+        pid, device, block_size, st_off, st_nbytes, slot, gen, code, flags, ndim, t_off, sender = _FIXED.unpack_from(
+            body, 0
+        )
         if ndim > _MAX_DIMS or code >= len(_DTYPES):
             raise ValueError("bad dims or dtype")
+        if flags & ~(_REQUIRES_GRAD | _CONJ | _NEG):
+            raise ValueError(f"unknown flags {flags:#x}")
+        if sender < 0:
+            raise ValueError(f"sender's device {sender}")
         if _DTYPES[code] is None:
             raise ValueError(f"dtype torch.{_DTYPE_NAMES[code]} does not exist in this torch {torch.__version__}")
         pos = _FIXED.size
@@ -119,12 +129,14 @@ def _decode(data: bytes) -> tuple[tuple[Any, ...], torch.dtype, list[int], list[
     if any(s < 0 for s in sizes) or t_off < 0:
         raise ValueError("malformed tensor descriptor: negative size or offset")
     dtype = _DTYPES[code]
-    if req and not (dtype.is_floating_point or dtype.is_complex):
+    if flags & _REQUIRES_GRAD and not (dtype.is_floating_point or dtype.is_complex):
         raise ValueError(f"malformed tensor descriptor: requires_grad on a tensor of dtype {dtype}")
+    if flags & _CONJ and not dtype.is_complex:
+        raise ValueError(f"malformed tensor descriptor: a conjugate view of dtype {dtype}")
     if st_nbytes == 0 and math.prod(sizes) != 0:
         raise ValueError("malformed tensor descriptor: elements in an empty storage")
     fields = (pid, device, strs[0], block_size, st_off, st_nbytes, table, slot, gen, strs[2])
-    return fields, dtype, sizes, strides, t_off, bool(req)
+    return fields, dtype, sizes, strides, t_off, flags, sender
 
 
 def _check_bounds(sizes: list[int], strides: list[int], offset: int, itemsize: int, nbytes: int) -> None:
@@ -187,15 +199,26 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
     instead of recording an event, with one ``UserWarning`` per such episode.
     Each descriptor is valid for ONE :func:`import_tensor`.
 
+    The receiver gets the tensor's exact layout (sizes, strides, storage
+    offset), dtype, ``requires_grad`` and lazy conjugate / negative bits, on
+    the device this process holds it on unless it names another.
+
     Raises:
         ValueError: for a non-NPU tensor, or one of more than 64 dimensions.
         TypeError: for an unsupported dtype (checked before anything is
             taken for the send: a refused tensor holds no reference slot).
+        RuntimeError: for a non-leaf tensor that requires grad (autograd
+            does not cross processes: send ``tensor.detach()``).
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"export_tensor expects a torch.Tensor, got {type(tensor).__name__}")
     if tensor.device.type != "npu":
         raise ValueError(f"export_tensor expects an NPU tensor, got a tensor on {tensor.device}")
+    if tensor.requires_grad and not tensor.is_leaf:
+        raise RuntimeError(
+            "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does not "
+            "support crossing process boundaries. Call detach() on the tensor before sending it."
+        )
     _check_encodable(tensor)
     _hook_record_stream()
     if tensor.untyped_storage().nbytes() == 0:
@@ -211,8 +234,8 @@ def import_tensor(data: bytes, device: int | str | torch.device | None = None) -
 
     Args:
         data (bytes): the descriptor.
-        device: NPU to map it on (default: the producer's device index). Another
-            device maps the memory with peer access.
+        device: NPU to map it on (default: the index of the device the sender
+            held it on). Another device than the memory's maps it with peer access.
 
     The current stream of the target device waits on the producer's event; the
     host does not block.
@@ -222,21 +245,36 @@ def import_tensor(data: bytes, device: int | str | torch.device | None = None) -
         ValueError: for a forged, truncated or corrupted descriptor.
         RuntimeError: if the producer is gone, or the descriptor was already used.
     """
-    fields, dtype, sizes, strides, offset, requires_grad = _decode(data)
-    # -1: the producer's device index, checked by the core against this process's devices.
-    target = -1 if device is None else npu_index(device, what="import_tensor device")
+    fields, dtype, sizes, strides, offset, flags, sender = _decode(data)
+    if device is None:
+        count = torch.npu.device_count()
+        if sender >= count:
+            raise ValueError(
+                f"the tensor was sent from npu:{sender}, which this process does not have (it sees {count} NPUs); "
+                "pass device= to import it on one of them"
+            )
+        target = sender
+    else:
+        target = npu_index(device, what="import_tensor device")
     if fields[5] == 0:
-        if target < 0:
-            target = npu_index(fields[1], what="the producer's device")
-        out = torch.empty(sizes, dtype=dtype, device=f"npu:{target}")
-        if requires_grad:
-            out.requires_grad_(True)
-        return out
-    _check_bounds(sizes, strides, offset, dtype.itemsize, fields[5])
-    _hook_record_stream()
-    torch.npu._lazy_init()  # a receiver may not have touched the NPU yet (returns at once after the first call)
-    # One call: import (cached), the stream wait, the slot claim, the exact view (target device made current).
-    return _C._rebuild_tensor(fields, target, dtype, sizes, strides, offset, requires_grad)
+        # No memory to map: an empty tensor of the same layout.
+        out = torch.empty_strided(sizes, strides, dtype=dtype, device=f"npu:{target}").as_strided(
+            sizes, strides, offset
+        )
+    else:
+        _check_bounds(sizes, strides, offset, dtype.itemsize, fields[5])
+        _hook_record_stream()
+        torch.npu._lazy_init()  # a receiver may not have touched the NPU yet (returns at once after the first call)
+        # One call: import (cached), the stream wait, the slot claim, the exact view (target device made current).
+        out = _C._rebuild_tensor(fields, target, dtype, sizes, strides, offset, False)
+    # The bits of a lazy view, set on the rebuilt tensor itself: no view op, so it stays a leaf.
+    if flags & _CONJ:
+        torch._C._set_conj(out, True)
+    if flags & _NEG:
+        torch._C._set_neg(out, True)
+    if flags & _REQUIRES_GRAD:
+        out.requires_grad_(True)
+    return out
 
 
 def ipc_collect() -> int:
@@ -309,20 +347,24 @@ def rebuild_npu_tensor(data: bytes) -> torch.Tensor:
     return import_tensor(data)
 
 
+def rebuild_npu_parameter(data: bytes) -> torch.nn.Parameter:
+    """Unpickle an ``nn.Parameter`` on an NPU: a Parameter again, as torch.multiprocessing rebuilds CUDA ones."""
+    t = import_tensor(data)
+    return torch.nn.Parameter(t, requires_grad=t.requires_grad)
+
+
 def rebuild_npu_storage(data: bytes) -> torch.UntypedStorage:
     """Unpickle an NPU storage sent by :func:`reduce_storage`."""
     return import_tensor(data).untyped_storage()
 
 
 def reduce_npu_tensor(tensor: torch.Tensor) -> tuple[Callable[..., Any], tuple[bytes]]:
-    """Pickle an NPU tensor as an event-synchronized descriptor."""
-    if tensor.requires_grad and not tensor.is_leaf:
-        raise RuntimeError(
-            "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does not "
-            "support crossing process boundaries. Call detach() on the tensor before sending it."
-        )
+    """Pickle an NPU tensor as an event-synchronized descriptor (an ``nn.Parameter`` stays one)."""
     torch.utils.hooks.warn_if_has_hooks(tensor)
-    return rebuild_npu_tensor, (export_tensor(tensor),)
+    data = export_tensor(tensor)
+    if type(tensor) is torch.nn.Parameter:
+        return rebuild_npu_parameter, (data,)
+    return rebuild_npu_tensor, (data,)
 
 
 def reduce_npu_storage(storage: torch.UntypedStorage) -> tuple[Callable[..., Any], tuple[bytes]]:
@@ -345,7 +387,7 @@ def safe_globals() -> list[Callable[..., Any]]:
     """
     from torch_npu_ipc.reductions import rebuild_event
 
-    return [rebuild_npu_tensor, rebuild_npu_storage, rebuild_event]
+    return [rebuild_npu_tensor, rebuild_npu_parameter, rebuild_npu_storage, rebuild_event]
 
 
 # How long an exiting producer waits for receivers to release what it shared.

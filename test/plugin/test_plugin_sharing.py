@@ -75,6 +75,12 @@ def cases() -> list[tuple[str, torch.Tensor, Callable[[torch.Tensor], torch.Tens
         ("as-strided-overlap", f, lambda t: t.as_strided((5, 4), (2, 1), 11)),
         ("size0-view-of-storage", f, lambda t: t[5:5]),
         ("size0-middle-dim", f, lambda t: t.view(4, 5, 6)[:, 2:2, :]),
+        ("size0-storage-strided", torch.empty(4, 0), lambda t: t.t()),
+        ("size0-storage-offset", torch.empty(0, 4), lambda t: t[:, 2:]),
+        # Lazy views: the bits are not in the memory, the descriptor carries them.
+        ("neg-view", f, lambda t: torch._neg_view(t[3:20])),
+        ("conj-view", _base(torch.complex64, 12), lambda t: t.conj()[2:]),
+        ("neg-conj-view", _base(torch.complex64, 12), lambda t: torch._neg_view(t.conj())),
         ("empty-storage", torch.empty(0), lambda t: t),
         ("empty-3x0x2", torch.empty(3, 0, 2), lambda t: t),
         ("int64-transposed", _base(torch.int64, 30), lambda t: t.view(5, 6).t()[1:, ::2]),
@@ -106,7 +112,13 @@ def meta(t: torch.Tensor) -> tuple[Any, ...]:
         t.dtype,
         t.requires_grad,
         t.untyped_storage().nbytes(),
+        t.is_conj(),
+        t.is_neg(),
     )
+
+
+def _resolved(t: torch.Tensor) -> torch.Tensor:
+    return t.resolve_conj().resolve_neg()
 
 
 def check_case(name: str, got: torch.Tensor, sent_meta: tuple[Any, ...], how: str) -> None:
@@ -116,7 +128,10 @@ def check_case(name: str, got: torch.Tensor, sent_meta: tuple[Any, ...], how: st
     expect = view(base)
     assert got.device.type == "npu", f"{how}/{name}: on {got.device}"
     assert meta(got) == sent_meta, f"{how}/{name}: layout {meta(got)} != sent {sent_meta}"
-    assert torch.equal(_bits(read_back(got).detach()), _bits(expect)), f"{how}/{name}: values differ"
+    back = read_back(got).detach()  # the memory; the lazy bits are the tensor's, set on the copy too
+    torch._C._set_conj(back, got.is_conj())
+    torch._C._set_neg(back, got.is_neg())
+    assert torch.equal(_bits(_resolved(back)), _bits(_resolved(expect))), f"{how}/{name}: values differ"
 
 
 # ------------------------------------------------------------------------------ round trips
@@ -137,6 +152,13 @@ def _round_trip_consumer(arg_tensors: dict[str, torch.Tensor], arg_meta: dict[st
             t = torch_npu_ipc.import_tensor(payload)
         elif how == "restricted-unpickler":
             t = _SafeUnpickler(io.BytesIO(payload)).load()
+        elif how == "parameter":
+            t = payload
+            assert type(t) is torch.nn.Parameter, f"a Parameter arrived as {type(t).__name__}"
+            module = get(q)
+            assert type(module.weight) is torch.nn.Parameter and module.weight.requires_grad
+            assert type(module.bias) is torch.nn.Parameter and not module.bias.requires_grad
+            assert torch.equal(module.weight.detach().cpu(), torch.arange(12.0).view(3, 4))
         elif how in ("storage-queue", "storage-bytes"):
             st = payload if how == "storage-queue" else torch_npu_ipc.import_tensor(payload).untyped_storage()
             assert isinstance(st, torch.UntypedStorage) and st.device.type == "npu", type(st)
@@ -182,6 +204,8 @@ def _round_trip_producer(results: Any) -> None:
     grad_leaf = all_cases[-1][1].requires_grad_()
     with pytest.raises(RuntimeError, match="non-leaf"):
         ForkingPickler.dumps(grad_leaf * 2)
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        torch_npu_ipc.export_tensor(grad_leaf * 2)
     for name, t in all_cases:
         keep.append(t)
         m = meta(t)
@@ -193,6 +217,17 @@ def _round_trip_producer(results: Any) -> None:
         q.put(("reduce_tensor", name, (fn.__name__, args), m))
         q.put(("bytes", name, torch_npu_ipc.export_tensor(t), m))
         q.put(("restricted-unpickler", name, bytes(ForkingPickler.dumps(t)), m))
+    for name, requires_grad in (("dtype-float32", False), ("requires-grad-leaf", True), ("dtype-int64", False)):
+        base, view = {n: (b, v) for n, b, v in cases()}[name]
+        param = torch.nn.Parameter(make_npu(base, view), requires_grad=requires_grad)
+        keep.append(param)
+        q.put(("parameter", name, param, meta(param)))
+        module = torch.nn.Linear(4, 3).to("npu:0")
+        with torch.no_grad():
+            module.weight.copy_(torch.arange(12.0).view(3, 4))
+        module.bias.requires_grad_(False)
+        keep.append(module)
+        q.put(module)
     for name, base, view in cases()[:3] + cases()[-6:-4]:
         t = make_npu(base, view)
         keep.append(t)
@@ -325,7 +360,7 @@ def _fwd_middle(q: Any, out: Any, back: Any) -> None:
     aclsim.sleep(torch.npu.current_stream(1).npu_stream, WORK)
     t.add_(2.0)
     c0 = aclsim.counters()
-    out.put((torch_npu_ipc.export_tensor(t), torch_npu_ipc.export_tensor(t[N_FWD // 2 :])))
+    out.put(tuple(torch_npu_ipc.export_tensor(x) for x in (t, t[N_FWD // 2 :], t[:4])))
     d = delta(c0, aclsim.counters())
     assert not any(d.get(k) for k in HOST_SYNCS), f"forwarding blocked the host: {d}"
     assert d.get("ipc_mem_export", 0) == 0, f"the forwarder exported its mapping instead of the original: {d}"
@@ -336,8 +371,13 @@ def _fwd_middle(q: Any, out: Any, back: Any) -> None:
 
 def _fwd_last(q: Any, back: Any) -> None:
     """Receive the forwarded tensor and a view on npu:2 and hold them past the forwarder's exit."""
-    a, b = get(q)
+    a, b, c = get(q)
     t, view = torch_npu_ipc.import_tensor(a, device=2), torch_npu_ipc.import_tensor(b, device=2)
+    # Without device=, a forwarded tensor arrives where the forwarder held it, not on the memory's device.
+    default = torch_npu_ipc.import_tensor(c)
+    assert default.device == torch.device("npu:1"), default.device
+    assert torch.equal(default.cpu(), torch.full((4,), 5.0))
+    del default
     assert t.device == torch.device("npu:2"), t.device
     assert torch.equal(t.cpu(), torch.full((N_FWD,), 5.0)), "did not wait for the forwarder's write"
     assert torch.equal(view.cpu(), torch.full((N_FWD // 2,), 5.0))

@@ -66,9 +66,12 @@ def _fuzzer(q: Any, back: Any) -> None:
         (12, "<Q", block_size - 4096, "forged tensor descriptor"),
         (4, "<q", 1, "forged tensor descriptor"),
         (4, "<q", 3, "forged tensor descriptor"),
-        (4, "<q", 64, "which this process does not have"),
+        (4, "<q", 64, "forged tensor descriptor"),
         (4, "<q", 256, "malformed tensor descriptor: device"),
         (4, "<q", -1, "malformed tensor descriptor: device"),
+        # The sender's device, the default target: one this process lacks, or none.
+        (55, "<q", 64, "sent from npu:64, which this process does not have"),
+        (55, "<q", -1, "malformed tensor descriptor"),
     ):
         b = bytearray(descs[1])
         struct.pack_into(fmt, b, head + pos, value)
