@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -39,8 +40,9 @@ StreamFromExternalFn stream_from_external_fn() {
 class OrderEvents {
  public:
   static OrderEvents& get() {
-    static OrderEvents pool;  // handles are leaked at exit, as torch_npu does
-    return pool;
+    // Leaked, handles included, as torch_npu does: a daemon thread may still use it at exit.
+    static OrderEvents* pool = std::make_unique<OrderEvents>().release();
+    return *pool;
   }
 
   aclrtEvent acquire(c10::DeviceIndex device) {

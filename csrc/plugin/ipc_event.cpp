@@ -65,9 +65,9 @@ std::string probe(c10::DeviceIndex device) {
 
 const std::string& ipc_events_unsupported_reason(c10::DeviceIndex device) {
   static std::once_flag once;
-  static std::string reason;
-  std::call_once(once, [&] { reason = probe(device); });
-  return reason;
+  static std::string* reason = nullptr;  // leaked: read by threads that may outlive static destruction
+  std::call_once(once, [&] { reason = std::make_unique<std::string>(probe(device)).release(); });
+  return *reason;
 }
 
 void IpcEvent::check_device(c10::DeviceIndex device) {
@@ -144,6 +144,16 @@ aclrtEvent IpcEvent::fence_for_locked(aclrtStream stream, c10::DeviceIndex devic
   return fence;
 }
 
+// A fence made for a use that then failed is never recorded; kept, it would
+// hold this event's retirement back on a runtime that reports a
+// never-recorded event as not ready.
+void IpcEvent::drop_fence_locked(aclrtStream stream) {
+  auto it = fences_.find(stream);
+  if (it == fences_.end()) return;
+  if (auto destroy = acl().DestroyEvent; destroy != nullptr) (void)destroy(it->second);
+  fences_.erase(it);
+}
+
 void IpcEvent::record(const c10_npu::NPUStream& stream) {
   TORCH_CHECK_VALUE(stream.device_index() == device_, "this interprocess event belongs to npu:", int(device_),
                     " and cannot be recorded on a stream of npu:", int(stream.device_index()),
@@ -153,8 +163,11 @@ void IpcEvent::record(const c10_npu::NPUStream& stream) {
   aclrtStream raw = drained(stream);
   TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
   std::lock_guard<std::mutex> lock(mu_);
+  const bool fresh = fences_.count(raw) == 0;
   aclrtEvent fence = fence_for_locked(raw, device_);
-  check(record(event_, raw), "aclrtRecordEvent");
+  const aclError rc = record(event_, raw);
+  if (rc != ACL_SUCCESS && fresh) drop_fence_locked(raw);
+  check(rc, "aclrtRecordEvent");
   if (fence != nullptr) check(record(fence, raw), "aclrtRecordEvent(fence)");
 }
 
@@ -165,8 +178,11 @@ void IpcEvent::wait(const c10_npu::NPUStream& stream) {
   aclrtStream raw = drained(stream);
   TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
   std::lock_guard<std::mutex> lock(mu_);
+  const bool fresh = fences_.count(raw) == 0;
   aclrtEvent fence = fence_for_locked(raw, stream.device_index());
-  check(wait(raw, event_), "aclrtStreamWaitEvent");
+  const aclError rc = wait(raw, event_);
+  if (rc != ACL_SUCCESS && fresh) drop_fence_locked(raw);
+  check(rc, "aclrtStreamWaitEvent");
   if (fence != nullptr) check(record(fence, raw), "aclrtRecordEvent(fence)");
 }
 

@@ -68,6 +68,8 @@ class IpcEvent {
   // it raises with nothing issued. nullptr when the runtime has no
   // aclrtCreateEventExWithFlag.
   aclrtEvent fence_for_locked(aclrtStream stream, c10::DeviceIndex device);
+  // Destroys the fence of `stream`, made for a use that failed.
+  void drop_fence_locked(aclrtStream stream);
 
   aclrtEvent event_;
   c10::DeviceIndex device_;

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -49,6 +50,10 @@ ExportCache& exports() {
 
 struct ImportCache {
   std::mutex mu;
+  // An expired entry names an import being closed: its destructor erases
+  // the entry once the key is closed, and signals `closed`. A new import of
+  // the key waits for that, so a late close never unmaps the new mapping.
+  std::condition_variable closed;
   std::map<std::pair<std::string, int>, std::weak_ptr<Import>> map;
   // The most recent imports stay mapped after their last storage died:
   // producers send from a few allocator segments over and over, and an
@@ -118,21 +123,26 @@ std::shared_ptr<Import> Import::get(const std::string& key, c10::DeviceIndex dev
   NPU_IPC_ACL(IpcMemClose, kFeature);
   TORCH_CHECK_VALUE(!key.empty() && key.size() < kIpcKeySize, "malformed IPC memory key");
   ImportCache& c = imports();
-  std::lock_guard<std::mutex> lock(c.mu);
-  auto id = std::make_pair(key, static_cast<int>(device));
-  if (auto it = c.map.find(id); it != c.map.end()) {
+  // Declared before the lock: an import dropped here closes after it is released (~Import takes it).
+  std::shared_ptr<Import> imp;
+  std::shared_ptr<Import> evicted;
+  std::unique_lock<std::mutex> lock(c.mu);
+  const auto id = std::make_pair(key, static_cast<int>(device));
+  for (auto it = c.map.find(id); it != c.map.end(); it = c.map.find(id)) {
     if (auto existing = it->second.lock()) return existing;
+    c.closed.wait(lock);  // its last holder is closing it
   }
   AclDeviceGuard guard(device);
   void* p = nullptr;
   uint64_t flags = device != producer_device ? ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS : 0;
   check(import(&p, key.c_str(), flags), "aclrtIpcMemImportByKey");
-  auto imp = std::make_shared<Import>(Token{}, key, p, device);
-  // Entries of imports that died go now: a long-running receiver sees many keys.
-  for (auto it = c.map.begin(); it != c.map.end();) it = it->second.expired() ? c.map.erase(it) : std::next(it);
+  imp = std::make_shared<Import>(Token{}, key, p, device);
   c.map[id] = imp;
   c.recent.push_back(imp);
-  if (c.recent.size() > kRecentImports) c.recent.pop_front();
+  if (c.recent.size() > kRecentImports) {
+    evicted = std::move(c.recent.front());
+    c.recent.pop_front();
+  }
   return imp;
 }
 
@@ -140,14 +150,21 @@ Import::Import(Token, std::string key, void* ptr, c10::DeviceIndex device)
     : key_(std::move(key)), ptr_(ptr), device_(device) {}
 
 Import::~Import() {
-  auto close = acl().IpcMemClose;
-  if (close == nullptr) return;
-  try {
-    AclDeviceGuard guard(device_);
-    close(key_.c_str());
-  } catch (...) {
-    // A destructor must not throw; the exporter reclaims the key anyway.
+  if (auto close = acl().IpcMemClose; close != nullptr) {
+    try {
+      AclDeviceGuard guard(device_);
+      close(key_.c_str());
+    } catch (...) {
+      // A destructor must not throw; the exporter reclaims the key anyway.
+    }
   }
+  ImportCache& c = imports();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.map.find(std::make_pair(key_, static_cast<int>(device_)));
+    if (it != c.map.end() && it->second.expired()) c.map.erase(it);
+  }
+  c.closed.notify_all();
 }
 
 }  // namespace torch_npu_ipc

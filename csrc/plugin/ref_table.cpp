@@ -163,6 +163,8 @@ class OwnedNames {
   }
   ~OwnedNames() {
     if (own_pid() != pid_) return;
+    // A daemon thread may still be creating a table while the process exits.
+    std::lock_guard<std::mutex> lock(mu_);
     for (const auto& n : names_) shm_unlink(n.c_str());
   }
 

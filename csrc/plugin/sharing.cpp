@@ -332,10 +332,16 @@ int64_t prune_inflight_locked(State& s, bool full) {
   return s.inflight_events;
 }
 
+// Blocks a collection let go. Their memory goes back to the allocator when
+// the caller destroys them, after it let go of State::mu: the allocator's
+// free may take the GIL or wait for torch_npu's task queue, whose threads may
+// be waiting for State::mu (a storage's deleter takes it).
+using Released = std::vector<std::unique_ptr<SentBlock>>;
+
 // One pass: reclaim slots of dead receivers (at most every
 // kDeadScanInterval unless `force`), then one scan of our tables for the
 // block tags still referenced, then one walk of the limbo list.
-int64_t collect_locked(State& s, bool force) {
+int64_t collect_locked(State& s, bool force, Released* release) {
   const auto now = Clock::now();
   if (force || now - s.last_dead_scan >= kDeadScanInterval) {
     s.last_dead_scan = now;
@@ -353,17 +359,16 @@ int64_t collect_locked(State& s, bool force) {
   for (const auto& t : s.tables) t->live_tags(&live);
   int64_t freed = 0;
   std::vector<std::unique_ptr<SentBlock>> keep;
-  std::vector<std::unique_ptr<SentBlock>> release;
   for (auto& b : s.limbo) {
     if (live.count(b->tag) != 0) {
       keep.push_back(std::move(b));
     } else {
-      release.push_back(std::move(b));
+      release->push_back(std::move(b));
       ++freed;
     }
   }
   s.limbo.swap(keep);
-  return freed;  // `release` frees the blocks as it goes out of scope
+  return freed;
 }
 
 // A byte tensor over `ptr` (nbytes long) whose storage is torch_npu's own
@@ -438,6 +443,7 @@ Descriptor share_storage(const c10::Storage& storage) {
     ref = Ref{r->ref.table, slot};
   } else {
     ExportedBlock block = export_block(dev.index(), impl->mutable_data());
+    Released released;  // destroyed after `lock` below
     d.device = dev.index();
     d.mem_key = block.key;
     d.block_size = block.size;
@@ -463,7 +469,7 @@ Descriptor share_storage(const c10::Storage& storage) {
     // A producer that never calls ipc_collect() (or rarely) still returns
     // blocks its receivers let go; amortized, the limbo list stays bounded.
     if (s.limbo.size() >= s.auto_collect_at) {
-      collect_locked(s, /*force=*/false);
+      collect_locked(s, /*force=*/false, &released);
       s.auto_collect_at = std::max(kAutoCollectMin, 2 * s.limbo.size());
     }
   }
@@ -587,8 +593,9 @@ at::Tensor rebuild_tensor(const Descriptor& d, int64_t device, c10::ScalarType d
 
 int64_t ipc_collect(bool force) {
   State& s = state();
+  Released released;  // destroyed after `lock`
   std::lock_guard<std::mutex> lock(s.mu);
-  return collect_locked(s, force);
+  return collect_locked(s, force, &released);
 }
 
 int64_t sharing_out_of_events_sends() {

@@ -52,18 +52,19 @@ void enqueue(c10::DeviceIndex device, const std::string& name, std::function<acl
 }
 
 void ensure_queue_running(const c10_npu::NPUStream& stream) {
-  static std::mutex mu;
-  static std::set<std::pair<c10::DeviceIndex, c10::StreamId>> running;  // guarded by mu
+  // Leaked: a daemon thread may still copy while the process exits.
+  static auto* mu = std::make_unique<std::mutex>().release();
+  static auto* running = std::make_unique<std::set<std::pair<c10::DeviceIndex, c10::StreamId>>>().release();
   const std::pair<c10::DeviceIndex, c10::StreamId> key{stream.device_index(), stream.id()};
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (running.count(key) != 0) return;
+    std::lock_guard<std::mutex> lock(*mu);
+    if (running->count(key) != 0) return;
   }
   TORCH_INTERNAL_ASSERT(c10_npu::getCurrentNPUStream(stream.device_index()) == stream,
                         "ensure_queue_running: not the current stream of its device");
   enqueue(stream.device_index(), "torch_npu_ipc::start_queue", [] { return ACL_SUCCESS; });
-  std::lock_guard<std::mutex> lock(mu);
-  running.insert(key);
+  std::lock_guard<std::mutex> lock(*mu);
+  running->insert(key);
 }
 
 EnqueueGroup::EnqueueGroup() : lock_(group_mutex()) {}
