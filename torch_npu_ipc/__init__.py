@@ -30,8 +30,8 @@ reductions.register()
 copies.install_from_env()
 event_guard.install_from_env()
 reductions.register_tensors()
-# Runs before torch_npu's shutdown (registered earlier): daemon threads still
-# in plugin calls stay parked instead of aborting the exit (see csrc/plugin/gil.h).
+# Names the exiting thread: once the interpreter finalizes, daemon threads
+# coming back from plugin calls park instead of aborting the exit (csrc/plugin/gil.h).
 atexit.register(_C._mark_interpreter_exiting)
 
 __all__ = [

@@ -17,8 +17,9 @@ namespace torch_npu_ipc {
 // Called once by an atexit handler, with the GIL, in the exiting thread.
 void mark_interpreter_exiting();
 
-// Never returns when the interpreter is exiting and `self` is another
-// thread than the exiting one; else returns at once.
+// Never returns when the interpreter is finalizing (after every atexit
+// handler ran) and `self` is another thread than the exiting one; else
+// returns at once.
 void park_if_exiting(PyThreadState* self);
 
 // Releases the GIL for a call into the runtime. Unlike pybind11's
@@ -27,10 +28,11 @@ void park_if_exiting(PyThreadState* self);
 // the interpreter is finalizing (pthread_exit, a forced unwind), and
 // through gil_scoped_release's noexcept destructor, or one run while the
 // call's error unwinds, that was std::terminate (the process aborted).
-// Once the interpreter exits (mark_interpreter_exiting, from an atexit
-// handler), threads other than the exiting one park here instead of taking
-// the GIL back; one caught already waiting for it unwinds through this
-// noexcept(false) destructor to pybind11, which passes the unwind on.
+// Once the interpreter finalizes, threads other than the exiting one park
+// here instead of taking the GIL back; one caught already waiting for it
+// unwinds through this noexcept(false) destructor to pybind11, which passes
+// the unwind on. Nothing parks while atexit handlers run: multiprocessing's
+// joins the queue feeder threads that pickle tensors through this module.
 class GilRelease {
  public:
   GilRelease() : state_(PyEval_SaveThread()) {}

@@ -1012,13 +1012,13 @@ def records():
         e.record()
         e.query()
 
-def shares():
-    x = torch.ones(4, device="npu:0")
-    held = []  # kept: torch itself releases the GIL to free a tensor (see docs/troubleshooting.md)
+def collects():
     while True:
-        held.append(torch_npu_ipc.import_tensor(torch_npu_ipc.export_tensor(x)))
+        torch_npu_ipc.ipc_collect()
 
-for fn in (new_events, records, shares):
+# No tensor is made or freed in these loops: torch itself releases the GIL to free
+# a tensor, with the same abort at exit (docs/troubleshooting.md).
+for fn in (new_events, records, collects):
     threading.Thread(target=fn, daemon=True).start()
 time.sleep(0.5)
 print("exiting", flush=True)

@@ -416,6 +416,49 @@ def test_exit_waits_for_releases_on_their_way(grace: float, tmp_path: Path) -> N
         assert len(lines) == 1 and "1 tensor(s)" in lines[0], r.stderr[-3000:]
 
 
+FEEDER_AT_EXIT = """
+import torch_npu_ipc
+import torch
+import torch.multiprocessing as mp
+
+def consumer(ready, q):
+    import torch_npu_ipc
+    ready.put("ready")
+    while True:
+        try:
+            q.get(timeout=30)
+        except Exception:  # the producer exits while this takes its tensors
+            pass
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    ready, q = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=consumer, args=(ready, q), daemon=True)
+    p.start()
+    assert ready.get(timeout=60) == "ready"
+    x = torch.ones(1024, device="npu:0")
+    for _ in range(300):
+        q.put(x)  # pickled by the queue's feeder thread, partly while the interpreter exits
+    print("producer: exiting", flush=True)
+"""
+
+
+def test_exit_while_a_queue_feeder_still_pickles_tensors(tmp_path: Path) -> None:
+    """A producer that exits with tensors still in a queue's buffer exits, instead of hanging.
+
+    multiprocessing's atexit handler joins the feeder thread, which pickles those tensors
+    through the plugin: no plugin call may hold it back before the interpreter finalizes
+    (a first version of the exit guard in csrc/plugin/gil.h parked it from the plugin's own
+    atexit handler on, and this hung).
+    """
+    script = tmp_path / "feeder_at_exit.py"
+    script.write_text(FEEDER_AT_EXIT)
+    r = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "producer: exiting" in r.stdout
+    assert "terminate called" not in r.stderr, r.stderr[-3000:]
+
+
 FORKED_RECEIVER = """
 import torch_npu_ipc, torch
 import torch.multiprocessing as mp
