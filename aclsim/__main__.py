@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 
-from aclsim._env import _ENV_KEYS, DEFAULT_DEVICES, MAX_DEVICES, simulator_env
+from aclsim._env import _ENV_KEYS, DEFAULT_DEVICES, MAX_DEVICES, devices_from_env, simulator_env
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,13 +22,20 @@ def main(argv: list[str] | None = None) -> int:
         description="Run a command on aclsim, the CPU simulator of the CANN runtime.",
         epilog="example: aclsim --devices 4 -- python -c 'import torch, torch_npu; print(torch.npu.device_count())'",
     )
-    default = int(os.environ.get("ACLSIM_DEVICES", DEFAULT_DEVICES))
     parser.add_argument(
-        "--devices", type=int, default=default, help=f"simulated devices, 1..{MAX_DEVICES} (default {default})"
+        "--devices",
+        type=int,
+        default=None,
+        help=f"simulated devices, 1..{MAX_DEVICES} (default: $ACLSIM_DEVICES, else {DEFAULT_DEVICES})",
     )
     parser.add_argument("--soc", default=None, help="SoC name reported to torch_npu (default Ascend910B1)")
     parser.add_argument("--print-env", action="store_true", help="print the environment variables aclsim sets and exit")
     args = parser.parse_args(opts)
+    if args.devices is None:
+        try:
+            args.devices = devices_from_env()
+        except ValueError as exc:
+            parser.error(str(exc))
     if not 1 <= args.devices <= MAX_DEVICES:
         parser.error(f"--devices must be between 1 and {MAX_DEVICES}")
     env = simulator_env(args.devices, args.soc)

@@ -70,9 +70,20 @@ def _preloaded_by_env() -> bool:
     return True
 
 
+def devices_from_env() -> int:
+    """``ACLSIM_DEVICES`` as an int (unset or empty: the default); ValueError naming it otherwise."""
+    value = os.environ.get("ACLSIM_DEVICES", "").strip()
+    if not value:
+        return DEFAULT_DEVICES
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"ACLSIM_DEVICES must be an integer from 1 to {MAX_DEVICES}, got {value!r}") from None
+
+
 def _check_devices(devices: int | None) -> int:
     if devices is None:
-        devices = int(os.environ.get("ACLSIM_DEVICES", DEFAULT_DEVICES))
+        devices = devices_from_env()
     if isinstance(devices, bool) or not isinstance(devices, int):
         raise TypeError(f"devices must be an int, got {type(devices).__name__}")
     if not 1 <= devices <= MAX_DEVICES:

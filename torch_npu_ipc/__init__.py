@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import atexit
 
+from torch_npu_ipc._env import check_core_env
 from torch_npu_ipc._runtime import select_runtime
 
+check_core_env()
 RUNTIME: str = select_runtime()
 
 import torch  # noqa: E402,F401

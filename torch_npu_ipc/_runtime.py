@@ -36,6 +36,13 @@ def select_runtime() -> str:
                 "import torch_npu_ipc before torch, or run under `aclsim -- ...`"
             )
         return "aclsim" if active else "cann"
+    if aclsim.is_active():  # aclsim.activate() or `aclsim -- ...` before this import
+        if mode == "0":
+            raise RuntimeError(
+                f"{ENV_VAR}=0 asks for CANN, but aclsim is already active in this process "
+                "(aclsim.activate() or `aclsim -- ...`)"
+            )
+        return "aclsim"
     if mode == "0" or (mode == "auto" and aclsim.cann_installed()):
         return "cann"
     aclsim.activate()

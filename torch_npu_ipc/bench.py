@@ -100,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    known = sorted(p.stem for p in BENCH_DIR.glob("*.py") if not p.stem.startswith("_"))
+    unknown = sorted(set(args.only or []) - set(known))
+    if unknown:
+        names = ", ".join(known)
+        print(f"--only: no benchmark named {', '.join(unknown)}; the benchmarks are {names}", file=sys.stderr)
+        return 2
     results: dict[str, Any] = {}
     failed = False
     if args.quick:

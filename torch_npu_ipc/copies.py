@@ -27,6 +27,7 @@ the automatic fallback where interprocess events are unsupported).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -49,8 +50,13 @@ def enable(synchronize: bool = False) -> None:
         synchronize (bool, optional): if ``True``, the hook synchronizes the
             source and destination streams from the host instead of using
             events (default: ``False``).
+
+    Raises:
+        TypeError: if ``synchronize`` is not a bool.
     """
-    _C._copies_enable(bool(synchronize))
+    if not isinstance(synchronize, bool):
+        raise TypeError(f"synchronize must be a bool, got {type(synchronize).__name__}")
+    _C._copies_enable(synchronize)
 
 
 def disable() -> None:
@@ -63,24 +69,39 @@ def is_enabled() -> bool:
     return bool(_C._copies_enabled())
 
 
+_DISABLED_LOCK = threading.Lock()
+_disabled_depth = 0  # threads inside disabled(), guarded by _DISABLED_LOCK
+_disabled_saved: tuple[bool, str] = (False, "events")  # the state the first of them found
+
+
 @contextmanager
 def disabled() -> Iterator[None]:
     r"""Context manager running its body with the hook removed.
 
-    On exit the hook is back in the state it had on entry (on or off, and its
-    mode), whatever the body switched in between, as ``torch.no_grad`` restores
-    the previous grad mode.
+    The hook is process-wide, unlike ``torch.no_grad``'s per-thread mode:
+    while any thread is inside ``disabled()``, copies in every thread run
+    torch_npu's own kernels. When the last thread inside leaves, the hook is
+    back in the state the first one found (on or off, and its mode), whatever
+    the bodies switched in between; threads entering and leaving in any order
+    cannot leave it off.
     """
-    was = is_enabled()
-    mode = _C._copies_mode()
-    disable()
+    global _disabled_depth, _disabled_saved
+    with _DISABLED_LOCK:
+        if _disabled_depth == 0:
+            _disabled_saved = (is_enabled(), _C._copies_mode())
+        _disabled_depth += 1
+        disable()
     try:
         yield
     finally:
-        if was or _C._copies_mode() != mode:
-            enable(synchronize=mode == "synchronize")
-        if not was:
-            disable()
+        with _DISABLED_LOCK:
+            _disabled_depth -= 1
+            if _disabled_depth == 0:
+                was, mode = _disabled_saved
+                if was or _C._copies_mode() != mode:
+                    enable(synchronize=mode == "synchronize")
+                if not was:
+                    disable()
 
 
 def status() -> dict[str, Any]:

@@ -83,7 +83,9 @@ def report() -> list[str]:
     )
     lines.append(f"  in-flight event budget                     {_C._inflight_budget()}")
     copies = getattr(torch_npu_ipc, "copies", None)
-    if copies is not None and hasattr(copies, "status"):
+    if not torch.npu.device_count():
+        lines.append("  cross-device copies                        no NPU")
+    elif copies is not None and hasattr(copies, "status"):
         lines.append(f"  cross-device copies                        {_describe_copies(copies.status())}")
     else:
         lines.append("  cross-device copies                        torch_npu's own (copy hook not installed)")

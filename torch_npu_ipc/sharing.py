@@ -15,7 +15,6 @@ import functools
 import math
 import struct
 import sys
-import threading
 import time
 import warnings
 import zlib
@@ -25,7 +24,7 @@ from typing import Any
 import torch
 
 from torch_npu_ipc import _C
-from torch_npu_ipc._device import npu_index, stream_triple
+from torch_npu_ipc._device import PATCH_LOCK, npu_index, stream_triple
 
 MAGIC = b"TNPUIPC\x00"
 VERSION = 2
@@ -149,7 +148,6 @@ def _check_bounds(sizes: list[int], strides: list[int], offset: int, itemsize: i
         raise ValueError("malformed tensor descriptor: the view exceeds the shared storage")
 
 
-_HOOK_LOCK = threading.Lock()
 _record_stream_hooked = False  # set once the wrapper is in place
 
 
@@ -166,7 +164,7 @@ def _hook_record_stream() -> None:
     global _record_stream_hooked
     if _record_stream_hooked:  # every send and receive comes here
         return
-    with _HOOK_LOCK:
+    with PATCH_LOCK:
         original = torch.Tensor.record_stream
         if getattr(original, "_torch_npu_ipc_shared", False):
             _record_stream_hooked = True

@@ -34,7 +34,7 @@ import torch
 import torch_npu
 
 from torch_npu_ipc import _C
-from torch_npu_ipc._device import npu_index, per_stream_queue_on, stream_triple
+from torch_npu_ipc._device import PATCH_LOCK, npu_index, per_stream_queue_on, stream_triple
 
 __all__ = ["ExternalStream"]
 
@@ -207,8 +207,9 @@ class ExternalStream(torch_npu.npu.Stream):
 
     .. note:: torch_npu queues launched ops in its task queue
        (``TASK_QUEUE_ENABLE``). Before handing the stream back to the other
-       library, call :meth:`fence` (or read :attr:`npu_stream`) so that every
-       op launched so far reached the stream before the library's next work.
+       library, call :meth:`fence` so that every op launched so far reached the
+       stream before the library's next work (on the native path reading
+       :attr:`npu_stream` also does; on the proxy path it does not).
 
     .. note:: torch_npu's per-stream task queue (``PER_STREAM_QUEUE=1``)
        refuses external streams. There the wrapper warns once and uses the
@@ -428,6 +429,27 @@ def wait_event_on(event: torch_npu.npu.Event, ext: _Ext) -> None:
 _GUARDS_INSTALLED = False
 
 
+def _guard_record_stream() -> None:
+    """Wrap torch.Tensor.record_stream to refuse ExternalStreams (the caller holds PATCH_LOCK)."""
+    tensor_record_stream = torch.Tensor.record_stream
+    if getattr(tensor_record_stream, "_torch_npu_ipc_guard", False):
+        return
+
+    @functools.wraps(tensor_record_stream)
+    def record_stream(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        # The original takes one argument, `s`; any other call goes to it
+        # unchanged, to fail exactly as it does.
+        if len(args) + len(kwargs) == 1:
+            stream = args[0] if args else kwargs.get("s")
+            if external_of(stream) is not None:
+                raise RuntimeError(_RECORD_STREAM_MSG)
+        return tensor_record_stream(self, *args, **kwargs)
+
+    record_stream._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
+    record_stream._torch_npu_ipc_original = tensor_record_stream  # type: ignore[attr-defined]
+    torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
+
+
 def _install_guards() -> None:
     """Make record_stream and graph capture on an ExternalStream raise our RuntimeError.
 
@@ -444,22 +466,8 @@ def _install_guards() -> None:
     if _GUARDS_INSTALLED:
         return
 
-    tensor_record_stream = torch.Tensor.record_stream
-    if not getattr(tensor_record_stream, "_torch_npu_ipc_guard", False):
-
-        @functools.wraps(tensor_record_stream)
-        def record_stream(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            # The original takes one argument, `s`; any other call goes to it
-            # unchanged, to fail exactly as it does.
-            if len(args) + len(kwargs) == 1:
-                stream = args[0] if args else kwargs.get("s")
-                if external_of(stream) is not None:
-                    raise RuntimeError(_RECORD_STREAM_MSG)
-            return tensor_record_stream(self, *args, **kwargs)
-
-        record_stream._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
-        record_stream._torch_npu_ipc_original = tensor_record_stream  # type: ignore[attr-defined]
-        torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
+    with PATCH_LOCK:
+        _guard_record_stream()
 
     graphs = torch_npu.npu.graphs
     capture_begin = graphs.NPUGraph.capture_begin

@@ -15,9 +15,11 @@ namespace {
 
 std::chrono::milliseconds export_grace() {
   static const std::chrono::milliseconds grace = [] {
+    // Checked by torch_npu_ipc._env at import; unset or empty: the default.
     const char* v = std::getenv("TORCH_NPU_IPC_EXPORT_GRACE_MS");
-    long ms = v != nullptr ? std::strtol(v, nullptr, 10) : 5000;
-    return std::chrono::milliseconds(ms < 0 ? 0 : ms);
+    char* end = nullptr;
+    const long ms = v != nullptr && *v != '\0' ? std::strtol(v, &end, 10) : -1;
+    return std::chrono::milliseconds(ms < 0 || end == nullptr || *end != '\0' ? 5000 : ms);
   }();
   return grace;
 }

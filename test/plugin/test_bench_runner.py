@@ -90,6 +90,13 @@ def test_benchmarks_refuse_counts_they_cannot_measure(
     assert message in capsys.readouterr().err
 
 
+def test_only_names_an_unknown_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--only`` with a typo used to run nothing and exit 0."""
+    assert bench.main(["--only", "copies", "copeis"]) == 2
+    err = capsys.readouterr().err
+    assert "no benchmark named copeis" in err and "copies" in err
+
+
 def test_without_the_source_tree_it_says_where_benchmarks_live(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -776,6 +776,42 @@ def test_disabled_restores_the_state_on_entry_whatever_the_body_did() -> None:
     assert copies.status()["path"] == "events"
 
 
+def test_disabled_from_threads_in_any_order_restores_the_hook() -> None:
+    """The hook is process-wide: two threads' disabled() blocks, left in the opposite order, leave it on.
+
+    Each block used to restore the state it found, so the second one in (which found the
+    hook off) turned it off for good when it left last.
+    """
+    import threading
+
+    copies.enable()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def second() -> None:
+        first_in.wait(30)
+        with copies.disabled():
+            second_in.set()
+            first_out.wait(30)
+            seen.append(copies.is_enabled())  # the first thread left; this one is still inside
+
+    th = threading.Thread(target=second)
+    th.start()
+    with copies.disabled():
+        first_in.set()
+        second_in.wait(30)
+    first_out.set()
+    th.join(30)
+    assert seen == [False], "the hook came back while a thread was still inside disabled()"
+    assert copies.is_enabled() and copies.status()["mode"] == "events"
+
+
+def test_enable_takes_a_bool() -> None:
+    with pytest.raises(TypeError, match="synchronize must be a bool"):
+        copies.enable(synchronize="False")  # type: ignore[arg-type]
+    assert copies.is_enabled() and copies.status()["mode"] == "events"
+
+
 def test_synchronize_mode_fallback() -> None:
     """The synchronize path (forced here; automatic without IPC events): correct data, host syncs."""
     copies.enable(synchronize=True)

@@ -20,6 +20,17 @@ def _run(args: list[str], timeout: float = 240.0) -> subprocess.CompletedProcess
     )
 
 
+def _doctor(**env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "torch_npu_ipc", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, **env),
+        check=False,
+    )
+
+
 def test_demo_succeeds() -> None:
     out = _run(["torch_npu_ipc.demo", "--tensors", "40"])
     assert out.returncode == 0, out.stdout + out.stderr
@@ -60,18 +71,55 @@ def test_doctor_reports_runtime_and_paths(command: list[str]) -> None:
 
 @pytest.mark.parametrize(("value", "expect"), [("0", "torch_npu's own (hook off"), ("sync", "stream synchronize")])
 def test_doctor_reports_the_copy_hook_setting(value: str, expect: str) -> None:
-    env = dict(os.environ, ACLSIM_DEVICES="2", TORCH_NPU_IPC_COPIES=value)
+    out = _doctor(ACLSIM_DEVICES="2", TORCH_NPU_IPC_COPIES=value)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if "cross-device copies" in x)
+    assert expect in line, line
+
+
+def test_doctor_without_a_visible_npu() -> None:
+    """No NPU visible (ASCEND_RT_VISIBLE_DEVICES names none): doctor says so instead of failing."""
+    out = _doctor(ACLSIM_DEVICES="2", ASCEND_RT_VISIBLE_DEVICES="9")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "devices        0" in out.stdout
+    line = next(x for x in out.stdout.splitlines() if "cross-device copies" in x)
+    assert line.split()[-2:] == ["no", "NPU"], line
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TORCH_NPU_IPC_MAX_INFLIGHT", "abc"),
+        ("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", "-1"),
+        ("TORCH_NPU_IPC_EXPORT_GRACE_MS", "5s"),
+        ("ACLSIM_DEVICES", "four"),
+    ],
+)
+def test_bad_settings_name_the_variable(name: str, value: str) -> None:
+    """A setting read by the C++ core (or aclsim) that is not an integer raises at import, naming it."""
+    env = dict(os.environ, **{name: value})
+    env.pop("ACLSIM_ACTIVE", None)  # a fresh process: aclsim activates from its own settings
     out = subprocess.run(
-        [sys.executable, "-m", "torch_npu_ipc", "doctor"],
+        [sys.executable, "-c", "import torch_npu_ipc"],
         capture_output=True,
         text=True,
         timeout=120,
         env=env,
         check=False,
     )
-    assert out.returncode == 0, out.stderr
-    line = next(x for x in out.stdout.splitlines() if "cross-device copies" in x)
-    assert expect in line, line
+    assert out.returncode != 0
+    assert "ValueError" in out.stderr and name in out.stderr and repr(value) in out.stderr, out.stderr[-2000:]
+
+
+def test_runtime_is_aclsim_when_activated_before_import_even_with_cann_installed() -> None:
+    """aclsim.activate() before the import wins over an installed CANN (faked here): RUNTIME says aclsim."""
+    code = (
+        "import aclsim; aclsim.activate(); aclsim.cann_installed = lambda: True\n"
+        "import torch_npu_ipc; print('RUNTIME', torch_npu_ipc.RUNTIME)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "RUNTIME aclsim" in out.stdout
 
 
 def test_cli_help_and_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
