@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch_npu
 
 from torch_npu_ipc import _C
 from torch_npu_ipc._device import PATCH_LOCK, npu_index, stream_triple
@@ -46,6 +47,10 @@ _FIXED = struct.Struct("<iqQQQIIBBBqq")
 # its memory: a receiver without them would read other values than the sender's).
 _REQUIRES_GRAD, _CONJ, _NEG = 1, 2, 4
 _MAX_DIMS = 64
+# ACL formats whose bytes are the tensor's elements in stride order: NCHW, NHWC, ND, NCDHW. A
+# tensor in one of torch_npu's private formats (FRACTAL_NZ, NC1HWC0, ...) keeps its elements in
+# tiles, which a receiver would read as ND.
+_BASE_FORMATS = frozenset({0, 1, 2, 30})
 
 _fallback_warned = False
 _out_of_events_seen = 0  # _C._out_of_events_sends() at the last fallback send
@@ -202,7 +207,8 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
     the device this process holds it on unless it names another.
 
     Raises:
-        ValueError: for a non-NPU tensor, or one of more than 64 dimensions.
+        ValueError: for a non-NPU tensor, one of more than 64 dimensions, or
+            one in a private NPU format (FRACTAL_NZ and the like).
         TypeError: for an unsupported dtype (checked before anything is
             taken for the send: a refused tensor holds no reference slot).
         RuntimeError: for a non-leaf tensor that requires grad (autograd
@@ -218,6 +224,12 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
             "support crossing process boundaries. Call detach() on the tensor before sending it."
         )
     _check_encodable(tensor)
+    fmt = torch_npu.get_npu_format(tensor)
+    if int(fmt) not in _BASE_FORMATS:
+        raise ValueError(
+            f"cannot share a tensor in torch_npu's private format {getattr(fmt, 'name', fmt)}: a receiver would "
+            "read its tiles as plain elements; send torch_npu.npu_format_cast(tensor, 2) (ND) instead"
+        )
     _hook_record_stream()
     if tensor.untyped_storage().nbytes() == 0:
         fields = (0, tensor.device.index, b"", 0, 0, 0, "", 0, 0, b"")

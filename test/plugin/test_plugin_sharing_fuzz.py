@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch_npu
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sharing_util import Scenario, get
@@ -168,6 +169,11 @@ def _refuser() -> None:
         (torch.empty(4, dtype=torch.bits16, device="npu:0"), TypeError, "a descriptor carries float32"),
         (torch.empty([1] * 65, device="npu:0"), ValueError, "65 dimensions: a descriptor carries at most 64"),
     ]
+    # A private NPU format (made without running an operator aclsim lacks).
+    torch.npu.config.allow_internal_format = True
+    nz = torch_npu.empty_with_format((16, 16), dtype=torch.float32, device="npu:0", acl_format=29)
+    torch.npu.config.allow_internal_format = False
+    refused.append((nz, ValueError, "private format (FRACTAL_NZ|29).*npu_format_cast"))
     for t, exc, match in refused:
         with pytest.raises(exc, match=match):
             torch_npu_ipc.export_tensor(t)
