@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch_npu
 
 from torch_npu_ipc import _C
 from torch_npu_ipc._device import PATCH_LOCK, npu_index, stream_triple
@@ -47,10 +46,6 @@ _FIXED = struct.Struct("<iqQQQIIBBBqq")
 # its memory: a receiver without them would read other values than the sender's).
 _REQUIRES_GRAD, _CONJ, _NEG = 1, 2, 4
 _MAX_DIMS = 64
-# ACL formats whose bytes are the tensor's elements in stride order: NCHW, NHWC, ND, NCDHW. A
-# tensor in one of torch_npu's private formats (FRACTAL_NZ, NC1HWC0, ...) keeps its elements in
-# tiles, which a receiver would read as ND.
-_BASE_FORMATS = frozenset({0, 1, 2, 30})
 
 _fallback_warned = False
 _out_of_events_seen = 0  # _C._out_of_events_sends() at the last fallback send
@@ -224,12 +219,6 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
             "support crossing process boundaries. Call detach() on the tensor before sending it."
         )
     _check_encodable(tensor)
-    fmt = torch_npu.get_npu_format(tensor)
-    if int(fmt) not in _BASE_FORMATS:
-        raise ValueError(
-            f"cannot share a tensor in torch_npu's private format {getattr(fmt, 'name', fmt)}: a receiver would "
-            "read its tiles as plain elements; send torch_npu.npu_format_cast(tensor, 2) (ND) instead"
-        )
     _hook_record_stream()
     if tensor.untyped_storage().nbytes() == 0:
         fields = (0, tensor.device.index, b"", 0, 0, 0, "", 0, 0, b"")

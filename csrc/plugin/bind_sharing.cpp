@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "npu_format.h"
 #include "npu_stream.h"
 #include "sharing.h"
 
@@ -39,6 +40,9 @@ void bind_sharing(py::module_& m) {
   m.def(
       "_share_storage",
       [](const at::Tensor& t) {
+        TORCH_CHECK_VALUE(base_format(t), "cannot share a tensor in torch_npu's private format ", npu_format(t),
+                          " (FRACTAL_NZ is 29): a receiver would read its tiles as plain elements; send "
+                          "torch_npu.npu_format_cast(tensor, 2) (ND) instead");
         return to_fields(without_gil([&] { return share_storage(t.storage()); }));
       },
       py::arg("tensor"), "Share the storage of an NPU tensor; returns the descriptor fields.");

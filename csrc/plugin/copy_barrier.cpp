@@ -14,11 +14,11 @@
 #include "acl_table.h"
 #include "event_manager.h"
 #include "ipc_event.h"
+#include "npu_format.h"
 #include "npu_stream.h"
 #include "sharing.h"
 #include "task_queue.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
-#include "torch_npu/csrc/core/npu/NPUFormat.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 
 namespace torch_npu_ipc {
@@ -26,11 +26,6 @@ namespace {
 
 constexpr c10::DeviceType kNpu = c10::DeviceType::PrivateUse1;
 constexpr int kMaxDevices = 64;
-
-bool base_format(const at::Tensor& t) {
-  int64_t f = at_npu::native::get_npu_format(t);
-  return f == ACL_FORMAT_ND || f == ACL_FORMAT_NCHW || f == ACL_FORMAT_NHWC || f == ACL_FORMAT_NCDHW;
-}
 
 // Peer access, enabled once per unordered device pair: 0 unknown, 1 on,
 // -1 impossible (the copy is then left to torch_npu).
