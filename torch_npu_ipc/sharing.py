@@ -265,7 +265,7 @@ def import_tensor(data: bytes, device: int | str | torch.device | None = None) -
         _hook_record_stream()
         torch.npu._lazy_init()  # a receiver may not have touched the NPU yet (returns at once after the first call)
         # One call: import (cached), the stream wait, the slot claim, the exact view (target device made current).
-        out = _C._rebuild_tensor(fields, target, dtype, sizes, strides, offset, False)
+        out = _C._rebuild_tensor(fields, target, dtype, sizes, strides, offset)
     # The bits of a lazy view, set on the rebuilt tensor itself: no view op, so it stays a leaf.
     if flags & _CONJ:
         torch._C._set_conj(out, True)

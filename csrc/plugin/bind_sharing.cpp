@@ -49,13 +49,13 @@ void bind_sharing(py::module_& m) {
   m.def(
       "_rebuild_tensor",
       [](const Fields& f, int64_t device, at::ScalarType dtype, const std::vector<int64_t>& sizes,
-         const std::vector<int64_t>& strides, int64_t storage_offset, bool requires_grad) {
+         const std::vector<int64_t>& strides, int64_t storage_offset) {
         Descriptor d = from_fields(f);
         return without_gil(
-            [&] { return rebuild_tensor(d, device, dtype, sizes, strides, storage_offset, requires_grad); });
+            [&] { return rebuild_tensor(d, device, dtype, sizes, strides, storage_offset); });
       },
       py::arg("fields"), py::arg("device"), py::arg("dtype"), py::arg("sizes"), py::arg("strides"),
-      py::arg("storage_offset"), py::arg("requires_grad"),
+      py::arg("storage_offset"),
       "The tensor another process shared, with its exact layout, in one call (bounds validated by the caller).");
   m.def(
       "_record_shared_use",

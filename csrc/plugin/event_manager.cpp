@@ -2,25 +2,19 @@
 
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "acl_device_guard.h"
 #include "acl_table.h"
+#include "env.h"
 #include "ipc_event.h"
 
 namespace torch_npu_ipc {
 namespace {
 
 std::chrono::milliseconds export_grace() {
-  static const std::chrono::milliseconds grace = [] {
-    // Checked by torch_npu_ipc._env at import; unset or empty: the default.
-    const char* v = std::getenv("TORCH_NPU_IPC_EXPORT_GRACE_MS");
-    char* end = nullptr;
-    const long ms = v != nullptr && *v != '\0' ? std::strtol(v, &end, 10) : -1;
-    return std::chrono::milliseconds(ms < 0 || end == nullptr || *end != '\0' ? 5000 : ms);
-  }();
+  static const auto grace = std::chrono::milliseconds(env_int("TORCH_NPU_IPC_EXPORT_GRACE_MS", 5000));
   return grace;
 }
 

@@ -9,10 +9,6 @@ namespace {
 
 std::atomic<PyThreadState*> exiting_thread{nullptr};
 
-}  // namespace
-
-void mark_interpreter_exiting() { exiting_thread.store(PyThreadState_Get(), std::memory_order_release); }
-
 bool interpreter_finalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
   return Py_IsFinalizing() != 0;
@@ -20,6 +16,10 @@ bool interpreter_finalizing() {
   return _Py_IsFinalizing() != 0;
 #endif
 }
+
+}  // namespace
+
+void mark_interpreter_exiting() { exiting_thread.store(PyThreadState_Get(), std::memory_order_release); }
 
 void park_if_exiting(PyThreadState* self) {
   // Only once the interpreter finalizes: before that (atexit handlers)

@@ -1,7 +1,6 @@
 // Python module torch_npu_ipc._C: the plugin core's bindings.
 #include "acl_table.h"
 #include "bindings.h"
-#include "gil.h"
 
 namespace py = pybind11;
 
@@ -10,8 +9,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_acl_library_path", &torch_npu_ipc::acl_library_path,
         "Path of the libascendcl.so whose functions the plugin calls.");
   m.def("_mark_interpreter_exiting", &torch_npu_ipc::mark_interpreter_exiting,
-        "From now on, threads other than this one park instead of taking the GIL back after a runtime call "
-        "(registered with atexit).");
+        "Names this thread as the exiting one: once the interpreter finalizes, other threads park instead of "
+        "taking the GIL back after a runtime call (registered with atexit).");
   torch_npu_ipc::bind_events(m);
   torch_npu_ipc::bind_streams(m);
   torch_npu_ipc::bind_copies(m);

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <cstdlib>
 #include <deque>
 #include <limits>
 #include <map>
@@ -25,6 +24,7 @@
 
 #include "acl_device_guard.h"
 #include "acl_table.h"
+#include "env.h"
 #include "event_manager.h"
 #include "ipc_event.h"
 #include "ipc_memory.h"
@@ -49,14 +49,6 @@ constexpr auto kDeadScanInterval = std::chrono::milliseconds(50);
 // share_storage() collects limbo by itself once it holds this many blocks,
 // then again when it doubled (amortized: never on every share).
 constexpr size_t kAutoCollectMin = 64;
-
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  return end != v && *end == '\0' && x >= 0 ? x : fallback;
-}
 
 std::chrono::seconds unclaimed_timeout() {
   static const auto t = std::chrono::seconds(env_int("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", 600));
@@ -519,22 +511,23 @@ Descriptor share_storage(const c10::Storage& storage) {
   return d;
 }
 
-// The device a descriptor is imported on (`device` < 0: the producer's
-// index), checked against the devices this process has.
+namespace {
+
+// The device a descriptor is imported on, checked against the devices this
+// process has. `device` is always explicit: Python resolves the default (the
+// sender's device) and names a missing one itself.
 c10::DeviceIndex import_target(const Descriptor& d, int64_t device) {
   TORCH_CHECK_VALUE(d.device >= 0 && d.device <= std::numeric_limits<c10::DeviceIndex>::max(),
                     "malformed tensor descriptor: device ", d.device);
   const int64_t visible = c10_npu::device_count();
-  TORCH_CHECK_VALUE(device >= 0 || d.device < visible, "the tensor lives on the producer's npu:", d.device,
-                    ", which this process does not have (it sees ", visible,
-                    " NPUs); pass device= to import it on one of them");
-  const int64_t target = device < 0 ? d.device : device;
-  TORCH_CHECK_VALUE(target < visible, "cannot import on npu:", target, ": this process sees ", visible, " NPUs");
-  return static_cast<c10::DeviceIndex>(target);
+  TORCH_CHECK_VALUE(device >= 0 && device < visible, "cannot import on npu:", device, ": this process sees ", visible,
+                    " NPUs");
+  return static_cast<c10::DeviceIndex>(device);
 }
 
-at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
-  const c10::DeviceIndex target = import_target(d, device);
+// A 1-D uint8 tensor on `target` (validated by import_target) viewing the
+// whole shared storage.
+at::Tensor rebuild_storage(const Descriptor& d, c10::DeviceIndex target) {
   TORCH_CHECK_VALUE(d.storage_offset <= d.block_size && d.storage_nbytes <= d.block_size - d.storage_offset,
                     "descriptor's storage range lies outside its shared block");
   TORCH_CHECK_VALUE(d.event_handle.empty() || d.event_handle.size() == kIpcEventHandleSize,
@@ -578,8 +571,10 @@ at::Tensor rebuild_storage(const Descriptor& d, int64_t device) {
   return wrap_shared_bytes(std::move(ptr), static_cast<int64_t>(d.storage_nbytes));
 }
 
+}  // namespace
+
 at::Tensor rebuild_tensor(const Descriptor& d, int64_t device, c10::ScalarType dtype, c10::IntArrayRef sizes,
-                          c10::IntArrayRef strides, int64_t storage_offset, bool requires_grad) {
+                          c10::IntArrayRef strides, int64_t storage_offset) {
   const c10::DeviceIndex target = import_target(d, device);
   // The target device current for the rebuild (its context and streams are
   // created on first use); restored on return.
@@ -587,7 +582,6 @@ at::Tensor rebuild_tensor(const Descriptor& d, int64_t device, c10::ScalarType d
   at::Tensor raw = rebuild_storage(d, target);
   at::Tensor out = at::empty({0}, raw.options().dtype(dtype));
   out.set_(raw.storage(), storage_offset, sizes, strides);
-  if (requires_grad) out.set_requires_grad(true);
   return out;
 }
 

@@ -39,16 +39,13 @@ struct Descriptor {
 // current stream instead (warning once) until receivers catch up.
 Descriptor share_storage(const c10::Storage& storage);
 
-// Consumer side: a 1-D uint8 tensor on `device` viewing the whole shared
-// storage. `device` < 0 means the producer's device index.
-at::Tensor rebuild_storage(const Descriptor& d, int64_t device);
-
-// Consumer side in one call: rebuild_storage() on `device` (made current
-// for the call), viewed with the sender's dtype, sizes, strides and storage
-// offset (the caller validated them against the storage size), and
-// requires_grad.
+// Consumer side, in one call: maps the shared block on `device` (an explicit
+// index, made current for the call), makes its current stream wait on the
+// producer's event, claims the send, and views the storage with the sender's
+// dtype, sizes, strides and storage offset (the caller validated them against
+// the storage size).
 at::Tensor rebuild_tensor(const Descriptor& d, int64_t device, c10::ScalarType dtype, c10::IntArrayRef sizes,
-                          c10::IntArrayRef strides, int64_t storage_offset, bool requires_grad);
+                          c10::IntArrayRef strides, int64_t storage_offset);
 
 // Releases what receivers let go: limbo blocks, slots of dead receivers,
 // unclaimed slots past their timeout, events of claimed sends. Returns the
