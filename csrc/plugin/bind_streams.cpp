@@ -33,6 +33,12 @@ void bind_streams(py::module_& m) {
       py::arg("stream_ptr"), py::arg("device"),
       "(stream_id, device_index, device_type) of torch_npu's stream for a foreign aclrtStream.");
   m.def(
+      "_is_external_stream",
+      [](const Triple& s) {
+        return is_external(to_npu_stream(StreamRef{std::get<0>(s), std::get<1>(s), std::get<2>(s)}));
+      },
+      py::arg("stream"), "True when the (stream_id, device_index, device_type) stream is an external one.");
+  m.def(
       "_drain",
       released(+[](const Triple& s) {
         aclrtStream raw = drained(to_npu_stream(StreamRef{std::get<0>(s), std::get<1>(s), std::get<2>(s)}));

@@ -13,6 +13,7 @@
 #include "acl_device_guard.h"
 #include "acl_table.h"
 #include "event_manager.h"
+#include "external_stream.h"
 #include "ipc_event.h"
 #include "npu_format.h"
 #include "npu_stream.h"
@@ -132,16 +133,12 @@ void record_use(const at::Tensor& t, const c10_npu::NPUStream& stream) {
   // callers mark only blocks they did not allocate themselves.
   // A shared or received block is not the allocator's to track: see sharing.h.
   const c10::DataPtr& ptr = t.storage().data_ptr();
-  if (ptr.get() != nullptr && !record_shared_use(ptr, stream)) c10_npu::NPUCachingAllocator::recordStream(ptr, stream);
-}
-
-// The raw stream, ordered after the work torch_npu took for it so far:
-// drained when torch_npu queues its work, else a lookup.
-aclrtStream launched(const c10_npu::NPUStream& stream) {
-  if (!runs_queued(stream)) return stream.stream(/*need_empty=*/false);
-  aclrtStream raw = drained(stream);
-  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
-  return raw;
+  if (ptr.get() == nullptr || record_shared_use(ptr, stream)) return;
+  if (is_external(stream)) {
+    record_external_use(ptr, stream);
+  } else {
+    c10_npu::NPUCachingAllocator::recordStream(ptr, stream);
+  }
 }
 
 void memcpy_d2d(const c10_npu::NPUStream& stream, void* dst, const void* src, size_t bytes) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "acl_table.h"
+#include "external_stream.h"
 #include "sharing.h"
 #include "task_queue.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
@@ -228,7 +229,15 @@ class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
   // it, autograd's buffers): on shared memory torch_npu's allocator would
   // ignore it, as it does Tensor.record_stream (see sharing.h).
   void recordDataPtrOnStream(const c10::DataPtr& p, const c10::Stream& s) const override {
-    if (!record_shared_use(p, c10_npu::NPUStream(s))) inner_->recordDataPtrOnStream(p, s);
+    const c10_npu::NPUStream stream(s);
+    if (record_shared_use(p, stream)) return;
+    // Autograd marks a gradient used on the consumer's stream, which may be
+    // an external one (with torch.npu.stream(ext) around the forward).
+    if (is_external(stream)) {
+      record_external_use(p, stream);
+    } else {
+      inner_->recordDataPtrOnStream(p, s);
+    }
   }
   double elapsedTime(void* a, void* b, const c10::DeviceIndex d) const override {
     return inner_->elapsedTime(a, b, d);

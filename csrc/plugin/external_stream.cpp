@@ -12,6 +12,7 @@
 
 #include "acl_device_guard.h"
 #include "acl_table.h"
+#include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 
 namespace torch_npu_ipc {
 namespace {
@@ -108,6 +109,17 @@ aclError record_from(aclrtStream stream, c10::DeviceIndex device) {
 }  // namespace
 
 bool has_stream_from_external() { return stream_from_external_fn() != nullptr; }
+
+bool is_external(const c10_npu::NPUStream& stream) {
+  constexpr c10::StreamId kExternalIds = c10::StreamId{1} << 30;
+  return has_stream_from_external() && (stream.id() & kExternalIds) != 0;
+}
+
+void record_external_use(const c10::DataPtr& ptr, const c10_npu::NPUStream& external) {
+  const c10_npu::NPUStream marker = c10_npu::getNPUStreamFromPool(external.device_index());
+  order_streams(marker.stream(/*need_empty=*/false), launched(external), external.device_index());
+  c10_npu::NPUCachingAllocator::recordStream(ptr, marker);
+}
 
 StreamRef stream_from_external(aclrtStream stream, c10::DeviceIndex device) {
   StreamFromExternalFn fn = stream_from_external_fn();

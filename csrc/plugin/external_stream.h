@@ -13,6 +13,7 @@
 
 #include "acl_abi.h"
 #include <c10/core/Device.h>
+#include <c10/core/Allocator.h>
 
 #include <string>
 
@@ -22,6 +23,20 @@ namespace torch_npu_ipc {
 
 // True when this torch_npu exports c10_npu::getStreamFromExternal.
 bool has_stream_from_external();
+
+// True when `stream` is one of torch_npu's external streams (made by
+// getStreamFromExternal, for this plugin's ExternalStream or torch_npu's
+// own), on which torch_npu refuses event records, synchronize and query.
+// torch_npu 2.13 numbers them 0x40000000 + n per device, apart from its own
+// streams (type << 5 | index); test_external_stream pins that for each kind.
+bool is_external(const c10_npu::NPUStream& stream);
+
+// NPUCachingAllocator::recordStream for an external stream. torch_npu
+// records an event on each stream a block was marked with when the block is
+// freed, and refuses to on an external stream: thrown inside the block's
+// deleter, that aborts the process. A pool stream of the device, made to wait
+// for the work queued on `external` so far, carries the mark instead.
+void record_external_use(const c10::DataPtr& ptr, const c10_npu::NPUStream& external);
 
 // torch_npu's stream for the foreign `stream` on `device` (the same stream
 // each time for the same pointer and device). Throws when the entry point is

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "acl_table.h"
+#include "task_queue.h"
 
 namespace torch_npu_ipc {
 
@@ -37,6 +38,13 @@ aclrtStream drained(const c10_npu::NPUStream& stream) {
   if (acl_device >= 0 && get(&now) == ACL_SUCCESS && now != acl_device && acl().SetDevice != nullptr) {
     acl().SetDevice(acl_device);
   }
+  return raw;
+}
+
+aclrtStream launched(const c10_npu::NPUStream& stream) {
+  if (!runs_queued(stream)) return stream.stream(/*need_empty=*/false);
+  aclrtStream raw = drained(stream);
+  TORCH_CHECK(raw != nullptr, "torch_npu failed to flush its task queue for npu:", int(stream.device_index()));
   return raw;
 }
 

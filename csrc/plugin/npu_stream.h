@@ -24,4 +24,8 @@ c10_npu::NPUStream to_npu_stream(const StreamRef& ref);
 // ACL call made now is ordered after everything launched on it before.
 aclrtStream drained(const c10_npu::NPUStream& stream);
 
+// The same when torch_npu queues the stream's work (task_queue.h), else the
+// raw stream at once (nothing to drain).
+aclrtStream launched(const c10_npu::NPUStream& stream);
+
 }  // namespace torch_npu_ipc

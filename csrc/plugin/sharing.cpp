@@ -592,6 +592,29 @@ int64_t ipc_collect(bool force) {
   return collect_locked(s, force, &released);
 }
 
+namespace {
+
+// torch_npu's caching allocator runs its free-memory callbacks when an
+// allocation fails, before it raises out of memory, and retries when one
+// freed something (torch.cuda registers its IPC collect the same way). A
+// producer that drops what it sent, `q.put(t); del t`, leaves blocks in limbo
+// until receivers let go; without this they stay there, below the automatic
+// collection's block count, while the device runs out. It runs with the
+// allocator's lock held: a thread holding the sharing lock may be waiting for
+// that allocator, so it never waits for the sharing lock (skips instead).
+class CollectOnOutOfMemory final : public c10_npu::NPUCachingAllocator::FreeMemoryCallback {
+ public:
+  bool Execute() override {
+    State& s = state();
+    Released released;  // freed (through the allocator, re-entered) after `lock`
+    std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    return collect_locked(s, /*force=*/true, &released) > 0;
+  }
+};
+
+}  // namespace
+
 int64_t sharing_out_of_events_sends() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -617,3 +640,8 @@ SharingStats sharing_stats() {
 }
 
 }  // namespace torch_npu_ipc
+
+// torch_npu's registration macro names the registry's types unqualified.
+namespace c10_npu::NPUCachingAllocator {
+REGISTER_FREE_MEMORY_CALLBACK("torch_npu_ipc_collect", torch_npu_ipc::CollectOnOutOfMemory)
+}  // namespace c10_npu::NPUCachingAllocator

@@ -964,3 +964,98 @@ def test_use_after_owner_destroyed_raises(impl: str, mode: str) -> None:
 
     with _rebuilt_libraries_noted():
         run_processes([(_use_after_destroy, (mode, impl))], timeout=WORKER_TIMEOUT)
+
+
+# ---------------------------------------------------------------- cross-device copies on an external stream
+_COPIES_ON_EXT = r"""
+import ctypes, gc, json, sys
+import torch_npu_ipc
+import torch
+from torch_npu_ipc import streams as s
+
+if sys.argv[1] == "proxy":
+    s._from_external = None
+lib = ctypes.CDLL("libascendcl.so")
+lib.aclrtSetDevice.argtypes = [ctypes.c_int32]
+lib.aclrtCreateStream.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+torch.npu.set_device(0)
+torch.ones(1, device="npu:0"), torch.ones(1, device="npu:1")
+assert lib.aclrtSetDevice(1) == 0
+raw = ctypes.c_void_p()
+assert lib.aclrtCreateStream(ctypes.byref(raw)) == 0
+torch.npu.set_device(0)  # back to torch_npu's device (it caches it per thread)
+ext = torch_npu_ipc.ExternalStream(raw.value, device=1)
+out = {}
+for i in range(5):
+    a = torch.arange(6, dtype=torch.float32, device="npu:1") + i
+    torch.npu.synchronize(1)
+    with torch.npu.stream(ext):
+        b = a.to("npu:0")  # the transfer runs on ext (npu:1's current stream)
+        c = torch.zeros(6, device="npu:1")
+        c.copy_(b)  # and into npu:1, ext waiting for it
+        got_c = c.tolist()
+    got_b = b.tolist()
+    del a, c  # freeing blocks marked with ext's work: torch_npu refuses events on ext
+    gc.collect()
+    torch.npu.synchronize(0), torch.npu.synchronize(1)
+    out.setdefault("values", []).append(got_b == got_c == [float(k + i) for k in range(6)])
+w = torch.ones(6, device="npu:1", requires_grad=True)
+with torch.npu.stream(ext):
+    y = (w.to("npu:0") * 2).sum()
+try:
+    y.backward()
+    out["backward"] = w.grad.tolist()
+except RuntimeError as e:
+    out["backward"] = str(e).splitlines()[0]
+del w, y
+gc.collect()
+torch.npu.synchronize(0), torch.npu.synchronize(1)
+print(json.dumps(out), flush=True)
+"""
+
+
+@requires_aclsim
+@pytest.mark.devices(2)
+@pytest.mark.parametrize("kind", ["native", "proxy"])
+def test_cross_device_copies_with_an_external_stream_current(kind: str) -> None:
+    """Copies whose transfer runs on an external stream, and the frees after them.
+
+    The copy marks the blocks it read or wrote with the stream that used them;
+    torch_npu records an event on each marked stream when a block is freed,
+    and refuses to on an external stream. From inside the block's deleter that
+    refusal aborted the process (exit 134) on the native path.
+    """
+    if kind == "native" and not HAS_NATIVE:
+        pytest.skip(NATIVE_ABSENT)
+    if kind == "native" and ext_streams.per_stream_queue_refusal():
+        pytest.skip(NATIVE_REFUSED)
+    out = json.loads(_run_fresh(_COPIES_ON_EXT, kind).strip().splitlines()[-1])
+    assert out["values"] == [True] * 5
+    if kind == "proxy":
+        assert out["backward"] == [2.0] * 6
+    else:
+        # torch_npu's autograd engine waits on the forward's stream with its own event task, which it
+        # refuses on an external stream: a Python error, not an abort.
+        assert "External NPU stream is not supported" in out["backward"], out["backward"]
+
+
+@requires_native
+def test_external_streams_are_told_apart_from_torch_npus_own(raw: int) -> None:
+    """The stream-id rule behind the copy's marking: only streams made by getStreamFromExternal match it."""
+    from torch_npu_ipc import _C
+
+    def triple(stream: torch.npu.Stream) -> tuple[int, int, int]:
+        return (stream.stream_id, stream.device_index, stream.device_type)
+
+    own = [
+        torch.npu.default_stream(0),
+        torch.npu.current_stream(0),
+        torch.npu.Stream(device=0),
+        torch.npu.Stream(device=0, priority=-1),
+        torch_npu.npu.SyncLaunchStream(device=0),
+    ]
+    assert [_C._is_external_stream(triple(s)) for s in own] == [False] * len(own)
+    ours = torch_npu_ipc.ExternalStream(raw)
+    theirs = torch_npu.npu.ExternalStream(raw, device=0)
+    assert _C._is_external_stream(triple(ours))
+    assert _C._is_external_stream(triple(theirs))

@@ -382,3 +382,60 @@ def test_release_without_a_fence_event(monkeypatch: pytest.MonkeyPatch) -> None:
     s.start("producer", _fenceless_producer, q, back)
     s.start("receiver", _fenceless_receiver, q, back)
     s.finish(timeout=180)
+
+
+_DROP_AFTER_SEND = r"""
+import torch_npu_ipc
+import torch
+import torch.multiprocessing as mp
+
+
+def consumer(q, acks):
+    import torch_npu_ipc  # noqa: F401
+
+    while (t := q.get()) is not None:
+        value = t[-1].item()
+        del t  # let go at once: the producer's block is free to come back
+        acks.put(value)
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q, acks = ctx.SimpleQueue(), ctx.Queue()
+    c = ctx.Process(target=consumer, args=(q, acks), daemon=True)
+    c.start()
+    n = 40  # x 8 MB through a 128 MB device: it holds fewer than 16 of them
+    for i in range(n):
+        t = torch.full((2 << 20,), float(i), device="npu:0")
+        q.put(t)
+        del t  # the usual producer loop: limbo holds the block until the consumer lets go
+        assert acks.get(timeout=60) == float(i)
+    q.put(None)
+    c.join(60)
+    stats = torch_npu_ipc.sharing_stats()
+    print("sent", n, "limbo", stats["limbo_blocks"], "manual collects 0", flush=True)
+"""
+
+
+def test_out_of_memory_collects_what_receivers_let_go(tmp_path: Any) -> None:
+    """A producer that drops each tensor after sending it never runs out while receivers let go.
+
+    Dropped blocks wait in limbo until receivers release them, and the
+    automatic collection on send counts blocks (64), not bytes: 16 blocks of
+    8 MB fill a 128 MB device first. The allocator's free-memory callback
+    (registered by the core, as torch.cuda registers its IPC collect) returns
+    the released ones before the allocation fails; without it the 16th send
+    raised OutOfMemoryError although no receiver held anything.
+    """
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "drop_after_send.py"  # a file: spawned children import its consumer from it
+    script.write_text(_DROP_AFTER_SEND)
+    env = dict(os.environ, ACLSIM_DEVICE_MEMORY_MB="128")
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    assert "sent 40" in proc.stdout
