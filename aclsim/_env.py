@@ -75,10 +75,9 @@ def devices_from_env() -> int:
     value = os.environ.get("ACLSIM_DEVICES", "").strip()
     if not value:
         return DEFAULT_DEVICES
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"ACLSIM_DEVICES must be an integer from 1 to {MAX_DEVICES}, got {value!r}") from None
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_DEVICES:
+        raise ValueError(f"ACLSIM_DEVICES must be an integer from 1 to {MAX_DEVICES}, got {value!r}")
+    return int(value)
 
 
 def _check_devices(devices: int | None) -> int:

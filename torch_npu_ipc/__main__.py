@@ -11,7 +11,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "doctor":
         from torch_npu_ipc.doctor import main as doctor
 
-        return doctor()
+        return doctor(args[1:])
     if command == "demo":
         from torch_npu_ipc.demo import main as demo
 
@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench(args[1:])
     usage = (
-        "usage: python -m torch_npu_ipc [doctor | demo [--help] | bench [--help]]\n"
+        "usage: python -m torch_npu_ipc [doctor [--help] | demo [--help] | bench [--help]]\n"
         "  doctor  what runs where: versions, devices, native features, the path each feature takes\n"
         "  demo    handshake, fan-out and pipelined handoff between processes, ending in [SUCCESS] or [FAILURE]\n"
         "  bench   every benchmark, with a summary of medians and ratios"

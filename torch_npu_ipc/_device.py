@@ -68,6 +68,11 @@ def task_queue_on() -> bool:
     return _env_int("ASCEND_LAUNCH_BLOCKING", 0) != 1 and _env_int("TASK_QUEUE_ENABLE", 1) != 0
 
 
+def task_queue_off_cause() -> str:
+    """The setting that turns torch_npu's task queue off, for messages (call when it is off)."""
+    return "ASCEND_LAUNCH_BLOCKING=1" if _env_int("ASCEND_LAUNCH_BLOCKING", 0) == 1 else "TASK_QUEUE_ENABLE=0"
+
+
 def per_stream_queue_on() -> bool:
     """Whether torch_npu runs one task queue per stream (``PER_STREAM_QUEUE`` non-zero, task queue on)."""
     return _env_int("PER_STREAM_QUEUE", 0) != 0 and task_queue_on()

@@ -7,21 +7,33 @@ ignored; here a bad value raises ``ValueError`` naming the variable.
 from __future__ import annotations
 
 import os
+import re
 
-# name -> (default, what it sets), all non-negative integers.
-CORE_SETTINGS: dict[str, tuple[int, str]] = {
-    "TORCH_NPU_IPC_MAX_INFLIGHT": (1000, "sends whose event receivers have not claimed yet, before sends synchronize"),
-    "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S": (600, "seconds a sent tensor waits for its receiver"),
-    "TORCH_NPU_IPC_EXPORT_GRACE_MS": (5000, "milliseconds an exported event outlives its Event object"),
+# name -> (default, largest value, what it sets), all non-negative integers. The largest values
+# keep a duration, converted to nanoseconds past the current time, far from overflowing (about
+# 31 years each); csrc/plugin's env_int callers clamp to the same bounds.
+CORE_SETTINGS: dict[str, tuple[int, int, str]] = {
+    "TORCH_NPU_IPC_MAX_INFLIGHT": (
+        1000,
+        10**9,
+        "sends whose event receivers have not claimed yet, before sends synchronize",
+    ),
+    "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S": (600, 10**9, "seconds a sent tensor waits for its receiver"),
+    "TORCH_NPU_IPC_EXPORT_GRACE_MS": (5000, 10**12, "milliseconds an exported event outlives its Event object"),
 }
 
 
 def check_core_env() -> None:
-    """Raise ``ValueError`` for a setting of :data:`CORE_SETTINGS` that is not a non-negative integer.
+    """Raise ``ValueError`` for a setting of :data:`CORE_SETTINGS` that is not an integer in its range.
 
-    Unset or empty means the default.
+    Unset or empty means the default. Only ASCII digits are accepted, as the
+    core parses them (no sign, no spaces).
     """
-    for name, (default, what) in CORE_SETTINGS.items():
+    for name, (default, largest, what) in CORE_SETTINGS.items():
         value = os.environ.get(name, "")
-        if value.strip() and not value.strip().isdigit():
-            raise ValueError(f"{name} must be a non-negative integer ({what}; default {default}), got {value!r}")
+        if not value:
+            continue
+        if not re.fullmatch(r"[0-9]+", value) or int(value) > largest:
+            raise ValueError(
+                f"{name} must be an integer from 0 to {largest} ({what}; default {default}), got {value!r}"
+            )

@@ -6,6 +6,7 @@ CANN's libraries at import time), so it must not import torch itself.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 
@@ -43,7 +44,15 @@ def select_runtime() -> str:
                 "(aclsim.activate() or `aclsim -- ...`)"
             )
         return "aclsim"
-    if mode == "0" or (mode == "auto" and aclsim.cann_installed()):
+    if mode == "0":
+        if not aclsim.cann_installed() and not _loadable("libascendcl.so"):
+            # torch_npu would fail to load its libraries with a message that names neither.
+            raise RuntimeError(
+                f"{ENV_VAR}=0 asks for CANN, but no CANN runtime is installed (libascendcl.so not found: "
+                "source CANN's set_env.sh first), or unset it to run on the simulator"
+            )
+        return "cann"
+    if mode == "auto" and aclsim.cann_installed():
         return "cann"
     aclsim.activate()
     return "aclsim"
@@ -51,3 +60,12 @@ def select_runtime() -> str:
 
 def _torch_loaded_npu() -> bool:
     return any(name == "torch_npu" or name.startswith("torch_npu.") for name in sys.modules)
+
+
+def _loadable(library: str) -> bool:
+    """Whether the dynamic loader finds ``library`` (CANN outside its usual places, on LD_LIBRARY_PATH)."""
+    try:
+        ctypes.CDLL(library)
+    except OSError:
+        return False
+    return True

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -87,11 +88,15 @@ def plot(rows: list[tuple[str, Any]], path: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_npu_ipc.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", help="benchmark names (files in bench/) to run")
+    parser.add_argument("--only", nargs="+", help="benchmark names (files in bench/) to run")
     parser.add_argument("--json", type=Path, help="write all results to this file")
     parser.add_argument("--plot", type=Path, help="draw the ratios into this PNG (needs matplotlib)")
     parser.add_argument("--quick", action="store_true", help="short runs (each benchmark's QUICK_ARGS)")
     args = parser.parse_args(argv)
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        # Checked before the benchmarks run, not after: their results would be lost.
+        if path is not None and not (path.parent.is_dir() and os.access(path.parent, os.W_OK)):
+            parser.error(f"{option}: cannot write {path} (its folder does not exist or is not writable)")
     if not BENCH_DIR.is_dir():
         print(
             f"benchmarks live in the source tree ({BENCH_DIR} not found: this torch_npu_ipc was installed "

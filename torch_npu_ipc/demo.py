@@ -204,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tensors", type=int, default=200, help="tensors in flow (c) (default 200)")
     parser.add_argument("--work-ms", type=float, default=1.0, help="device work per tensor in flow (c)")
     args = parser.parse_args(argv)
-    if args.consumers < 1 or args.tensors < 1 or args.work_ms <= 0:
-        parser.error("--consumers and --tensors must be >= 1, --work-ms > 0")
+    if args.consumers < 1 or args.tensors < 1 or not 0 < args.work_ms <= 10_000:  # also refuses nan and inf
+        parser.error("--consumers and --tensors must be >= 1, --work-ms a number of milliseconds > 0 and <= 10000")
     print(
         f"torch_npu_ipc {torch_npu_ipc.__version__} on {torch_npu_ipc.RUNTIME} "
         f"({torch.npu.device_count()} device(s)), torch {torch.__version__}"

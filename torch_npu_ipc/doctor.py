@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Any
@@ -117,7 +118,12 @@ def report() -> list[str]:
     return lines
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m torch_npu_ipc doctor",
+        description="What runs where, and why: versions, devices, native features, paths.",
+    )
+    parser.parse_args(argv)  # no options: --help, and an error for anything else
     for line in report():
         print(line)
     return 0

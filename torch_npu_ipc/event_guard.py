@@ -33,7 +33,7 @@ import os
 from typing import Any
 
 from torch_npu_ipc import _C
-from torch_npu_ipc._device import per_stream_queue_on, task_queue_on
+from torch_npu_ipc._device import per_stream_queue_on, task_queue_off_cause, task_queue_on
 
 ENV_VAR = "TORCH_NPU_IPC_EVENT_GUARD"
 
@@ -56,7 +56,7 @@ def install_from_env() -> None:
         queued, per_stream = task_queue_on(), per_stream_queue_on()
         wrapped = _C._event_guard_install(order_events=queued and not per_stream)
         if not queued:
-            _no_ordering_reason = "task queue off (TASK_QUEUE_ENABLE=0): calls reach the runtime in program order"
+            _no_ordering_reason = f"task queue off ({task_queue_off_cause()}): calls reach the runtime in program order"
         elif per_stream:
             _no_ordering_reason = "PER_STREAM_QUEUE=1: torch_npu destroys an event only once its waits ran"
         elif not wrapped:

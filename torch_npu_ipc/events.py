@@ -37,8 +37,14 @@ class Event(torch_npu.npu.Event):
     Args:
         enable_timing (bool, optional): the event measures time (default: ``False``).
             Not allowed together with ``interprocess``.
-        blocking (bool, optional): if ``True``, :meth:`wait` blocks the host (default: ``False``).
+        blocking (bool, optional): for an interprocess event, :meth:`wait` also
+            blocks the host until the recorded work completed; for other events
+            it is handed to torch_npu's Event, whose :meth:`wait` does not block
+            the host (default: ``False``).
         interprocess (bool, optional): the event can be shared between processes
+            (default: ``False``).
+        external (bool, optional): accepted for ``torch.cuda.Event``'s signature;
+            only ``False``: torch_npu has no external graph-capture events
             (default: ``False``).
 
     An interprocess event is created lazily, on the device of the stream that
@@ -56,7 +62,14 @@ class Event(torch_npu.npu.Event):
         >>> e = queue.get(); e.wait()         # current stream waits, host does not block
     """
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> Event:
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False
+    ) -> Event:
+        if external:
+            raise ValueError(
+                "external=True (record and wait nodes when captured in a graph, as torch.cuda.Event has) is not "
+                "supported: torch_npu's events have no such mode"
+            )
         if interprocess and enable_timing:
             raise ValueError(
                 "an interprocess Event cannot have enable_timing=True (CANN IPC events record no timestamps)"
@@ -74,7 +87,9 @@ class Event(torch_npu.npu.Event):
         self._home_device = torch.npu.current_device() if interprocess else None
         return self
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+    def __init__(
+        self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False
+    ) -> None:
         super().__init__()
 
     # ------------------------------------------------------------------ IPC

@@ -52,7 +52,9 @@ def reduce_event(event: torch_npu.npu.Event) -> tuple[Callable[..., Any], tuple[
 
 def register() -> None:
     """Register the reductions with torch.multiprocessing (done on ``import torch_npu_ipc``)."""
+    # Exact types: ForkingPickler looks reducers up by type, and torch_npu registered its own for its Event.
     ForkingPickler.register(Event, reduce_event)
+    ForkingPickler.register(torch_npu.npu.Event, reduce_event)
     torch_reductions.reduce_event = reduce_event
 
 
@@ -69,6 +71,9 @@ def register_tensors() -> None:
 
     def reduce_tensor(tensor: torch.Tensor) -> Any:
         if tensor.device.type == "npu" and not tensor.is_nested:
+            if tensor.layout != torch.strided:
+                # Sparse layouts: torch's reducer sends their dense parts, through this function.
+                return torch_reductions.reduce_sparse_tensor(tensor)
             return sharing.reduce_npu_tensor(tensor)
         return previous_tensor(tensor)
 

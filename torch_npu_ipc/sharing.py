@@ -322,8 +322,8 @@ def _note_fallback(event_handle: bytes, device: int) -> None:
         budget = _C._inflight_budget()
         if device_had_none:
             msg = (
-                f"torch_npu_ipc: npu:{device} has no IPC event left (CANN allows 65,536 per device); "
-                "synchronizing the producer's stream instead of recording events until some are freed "
+                f"torch_npu_ipc: npu:{device} has no IPC event left (the runtime's limit; CANN's is 65,536 per "
+                "device); synchronizing the producer's stream instead of recording events until some are freed "
                 "(drop the interprocess Events you no longer need)"
             )
         elif budget == 0:

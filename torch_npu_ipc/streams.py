@@ -241,6 +241,10 @@ class ExternalStream(torch_npu.npu.Stream):
             raise TypeError(f"ExternalStream() got unexpected keyword argument(s): {', '.join(sorted(kwargs))}")
         torch.npu._lazy_init()
         index = npu_index(device, what="ExternalStream device")
+        with torch.npu.device(index):
+            # torch_npu sets up a device's streams on their first use with the device current;
+            # default_stream(index) from another device raised "Uninitialized default NPU stream".
+            torch.npu.default_stream()
         with _LOCK:
             other = _live_wrapper(ptr)
             if other is not None and other._ext.device != index:

@@ -14,7 +14,7 @@ namespace torch_npu_ipc {
 namespace {
 
 std::chrono::milliseconds export_grace() {
-  static const auto grace = std::chrono::milliseconds(env_int("TORCH_NPU_IPC_EXPORT_GRACE_MS", 5000));
+  static const auto grace = std::chrono::milliseconds(env_int("TORCH_NPU_IPC_EXPORT_GRACE_MS", 5000, 1000000000000));
   return grace;
 }
 

@@ -83,9 +83,10 @@ std::shared_ptr<IpcEvent> IpcEvent::try_create(c10::DeviceIndex device, std::str
   aclrtEvent ev = create_event(create, ACL_EVENT_IPC, "aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", exhausted);
   if (ev == nullptr) {
     *exhausted += "\nDevice " + std::to_string(device) +
-                  " has no IPC event left (CANN allows 65,536 per device). Drop the interprocess Events you no "
-                  "longer need; each tensor sent but not yet received holds one until it is received or "
-                  "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes (TORCH_NPU_IPC_MAX_INFLIGHT bounds how many).";
+                  " has no IPC event left (the runtime's limit; CANN's is 65,536 per device). Drop the "
+                  "interprocess Events you no longer need; each tensor sent but not yet received holds one until "
+                  "it is received or TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes (TORCH_NPU_IPC_MAX_INFLIGHT bounds "
+                  "how many).";
     return nullptr;
   }
   EventManager::get().note_created();

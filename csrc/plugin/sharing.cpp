@@ -51,7 +51,7 @@ constexpr auto kDeadScanInterval = std::chrono::milliseconds(50);
 constexpr size_t kAutoCollectMin = 64;
 
 std::chrono::seconds unclaimed_timeout() {
-  static const auto t = std::chrono::seconds(env_int("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", 600));
+  static const auto t = std::chrono::seconds(env_int("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", 600, 1000000000));
   return t;
 }
 
@@ -403,7 +403,7 @@ std::shared_ptr<IpcEvent> open_event(const std::string& handle, c10::DeviceIndex
 }  // namespace
 
 int64_t inflight_budget() {
-  static const int64_t budget = env_int("TORCH_NPU_IPC_MAX_INFLIGHT", 1000);
+  static const int64_t budget = env_int("TORCH_NPU_IPC_MAX_INFLIGHT", 1000, 1000000000);
   return budget;
 }
 
@@ -566,6 +566,10 @@ at::Tensor rebuild_storage(const Descriptor& d, c10::DeviceIndex target) {
   received->ref = Ref{table, slot};
   received->import = import;
   received->origin = d;
+  // The stream that waited for the producer plays the part of the allocation
+  // stream: work the receiver queues on it counts as a use even when the
+  // tensor is dropped with another stream current (fenced at the drop too).
+  received->used_on.push_back(c10_npu::getCurrentNPUStream(target));
   void* data = static_cast<char*>(import->ptr()) + d.storage_offset;
   c10::DataPtr ptr(data, received.release(), &received_deleter, npu(target));
   return wrap_shared_bytes(std::move(ptr), static_cast<int64_t>(d.storage_nbytes));

@@ -97,6 +97,22 @@ def test_only_names_an_unknown_benchmark(capsys: pytest.CaptureFixture[str]) -> 
     assert "no benchmark named copeis" in err and "copies" in err
 
 
+def test_only_without_names_and_unwritable_outputs_are_refused_up_front(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--only`` with no name ran every benchmark; ``--json`` into a missing folder failed after all of them."""
+    for argv, message in (
+        (["--only"], "expected at least one argument"),
+        (["--json", str(tmp_path / "missing" / "x.json")], "--json: cannot write"),
+        (["--plot", str(tmp_path / "missing" / "x.png")], "--plot: cannot write"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            bench.main(argv)
+        assert exc.value.code == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and "===" not in captured.out, (argv, captured)
+
+
 def test_without_the_source_tree_it_says_where_benchmarks_live(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1059,3 +1059,43 @@ def test_external_streams_are_told_apart_from_torch_npus_own(raw: int) -> None:
     theirs = torch_npu.npu.ExternalStream(raw, device=0)
     assert _C._is_external_stream(triple(ours))
     assert _C._is_external_stream(triple(theirs))
+
+
+_FIRST_USE_OF_A_DEVICE = r"""
+import ctypes, sys
+import torch_npu_ipc
+import torch
+from torch_npu_ipc import streams as s
+
+if sys.argv[1] == "proxy":
+    s._from_external = None
+lib = ctypes.CDLL("libascendcl.so")
+lib.aclrtSetDevice.argtypes = [ctypes.c_int32]
+lib.aclrtCreateStream.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+torch.npu.set_device(0)
+torch.ones(1, device="npu:0")  # torch has not touched npu:1
+assert lib.aclrtSetDevice(1) == 0
+raw = ctypes.c_void_p()
+assert lib.aclrtCreateStream(ctypes.byref(raw)) == 0
+ext = torch_npu_ipc.ExternalStream(raw.value, device=1)
+ext.record_event()
+torch.npu.current_stream().wait_stream(ext)
+ext.wait_stream(torch.npu.current_stream())
+print("ok", flush=True)
+"""
+
+
+@pytest.mark.devices(2)
+@pytest.mark.parametrize("kind", ["native", "proxy"])
+def test_events_on_an_external_stream_of_a_device_torch_has_not_used(kind: str) -> None:
+    """The first record / wait on an ExternalStream of a device torch never used works.
+
+    torch_npu sets a device's streams up on their first use with that device
+    current: the first ``record_event()`` raised "Uninitialized default NPU
+    stream for device " (without the number), the second worked.
+    """
+    if kind == "native" and not HAS_NATIVE:
+        pytest.skip(NATIVE_ABSENT)
+    if kind == "native" and ext_streams.per_stream_queue_refusal():
+        pytest.skip(NATIVE_REFUSED)
+    assert _run_fresh(_FIRST_USE_OF_A_DEVICE, kind).strip().splitlines()[-1] == "ok"

@@ -93,10 +93,18 @@ def test_doctor_without_a_visible_npu() -> None:
         ("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", "-1"),
         ("TORCH_NPU_IPC_EXPORT_GRACE_MS", "5s"),
         ("ACLSIM_DEVICES", "four"),
+        ("ACLSIM_DEVICES", "0"),
+        ("ACLSIM_DEVICES", "9"),
+        # The core parses ASCII digits only: these passed the import check and then read as the default.
+        ("TORCH_NPU_IPC_MAX_INFLIGHT", "5 "),
+        ("TORCH_NPU_IPC_MAX_INFLIGHT", "\u0663"),
+        # Past about 31 years: converted to nanoseconds after now, they overflowed into "no time at all".
+        ("TORCH_NPU_IPC_EXPORT_GRACE_MS", "10000000000000"),
+        ("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", "10000000000"),
     ],
 )
 def test_bad_settings_name_the_variable(name: str, value: str) -> None:
-    """A setting read by the C++ core (or aclsim) that is not an integer raises at import, naming it."""
+    """A setting read by the C++ core (or aclsim) that is not an integer in its range raises at import, naming it."""
     env = dict(os.environ, **{name: value})
     env.pop("ACLSIM_ACTIVE", None)  # a fresh process: aclsim activates from its own settings
     out = subprocess.run(
@@ -130,10 +138,60 @@ def test_cli_help_and_unknown_command(capsys: pytest.CaptureFixture[str]) -> Non
     assert out.startswith("usage: python -m torch_npu_ipc") and "doctor" in out and "bench" in out
     assert main(["bogus"]) == 2
     assert "unknown command 'bogus'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # used to ignore its arguments and print the report
+        main(["doctor", "--help"])
+    assert exc.value.code == 0 and "usage: python -m torch_npu_ipc doctor" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["doctor", "--bogus"])
+    assert exc.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_doctor_names_the_setting_that_turned_the_task_queue_off() -> None:
+    """ASCEND_LAUNCH_BLOCKING=1 turns the queue off; the autograd line named TASK_QUEUE_ENABLE=0 instead."""
+    out = _doctor(ASCEND_LAUNCH_BLOCKING="1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = next(x for x in out.stdout.splitlines() if "autograd cross-device events" in x)
+    assert "task queue off (ASCEND_LAUNCH_BLOCKING=1)" in line, line
+
+
+def test_forbidding_the_simulator_without_cann_names_the_fix() -> None:
+    """TORCH_NPU_IPC_SIMULATOR=0 without CANN: our message, not torch's "Failed to load the backend extension"."""
+    import aclsim
+
+    if aclsim.cann_installed():
+        pytest.skip("a CANN runtime is installed here")  # pragma: no cover - machines with CANN
+    # This process runs on aclsim: take its settings out, as in a fresh shell.
+    drop = ("ACLSIM_ACTIVE", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH", "LD_PRELOAD")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    sim_libs = str(aclsim.lib_dir())
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p != sim_libs
+    )
+    env["TORCH_NPU_IPC_SIMULATOR"] = "0"
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch_npu_ipc"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert out.returncode != 0
+    assert "TORCH_NPU_IPC_SIMULATOR=0 asks for CANN, but no CANN runtime is installed" in out.stderr, out.stderr[-2000:]
 
 
 @pytest.mark.mode_independent
-@pytest.mark.parametrize("argv", [["--consumers", "0"], ["--tensors", "0"], ["--work-ms", "0"], ["--work-ms", "-1"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--consumers", "0"],
+        ["--tensors", "0"],
+        ["--work-ms", "0"],
+        ["--work-ms", "-1"],
+        ["--work-ms", "nan"],  # passed the old "<= 0" check and failed inside flow (c)
+        ["--work-ms", "inf"],
+    ],
+)
 def test_demo_refuses_counts_it_cannot_run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """Refused before any flow runs; these used to run the demo and fail inside a flow."""
     from torch_npu_ipc.demo import main
@@ -142,7 +200,7 @@ def test_demo_refuses_counts_it_cannot_run(argv: list[str], capsys: pytest.Captu
         main(argv)
     assert exc.value.code == 2
     captured = capsys.readouterr()
-    assert "--consumers and --tensors must be >= 1, --work-ms > 0" in captured.err
+    assert "--consumers and --tensors must be >= 1, --work-ms a number of milliseconds > 0" in captured.err
     assert "[SUCCESS]" not in captured.out and "[FAILURE]" not in captured.out
 
 

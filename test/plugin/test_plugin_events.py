@@ -714,6 +714,14 @@ def test_interprocess_with_timing_is_rejected() -> None:
     assert not e.interprocess
 
 
+def test_torch_cuda_signature_with_external() -> None:
+    """torch.cuda.Event's ``external`` keyword is accepted (False) and refused with a reason (True)."""
+    assert Event(interprocess=True, external=False).interprocess
+    assert Event(False, False, True, False).interprocess  # positional, in torch.cuda's order
+    with pytest.raises(ValueError, match="external=True"):
+        Event(external=True)
+
+
 @pytest.mark.parametrize(
     ("handle", "exc"),
     [
@@ -994,6 +1002,32 @@ def test_reduce_event_refuses_a_native_event_without_interprocess() -> None:
     e.record()
     with pytest.raises(RuntimeError, match=r"interprocess=True"):
         torch_reductions.reduce_event(e)
+    torch.npu.synchronize()
+
+
+def test_native_events_are_pickled_by_the_plugin() -> None:
+    """A torch.npu.Event put on a queue goes through the plugin's reducer, not torch_npu's.
+
+    ForkingPickler looks reducers up by exact type and torch_npu registered its
+    own for torch.npu.Event: a plain one was pickled with an all-zero handle
+    and only the receiver failed (ACL error 107000); an interprocess one
+    arrived as torch_npu's class, not as a torch_npu_ipc.Event as documented.
+    """
+    import io
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    plain = torch.npu.Event()
+    plain.record()
+    with pytest.raises(RuntimeError, match=r"interprocess=True"):
+        ForkingPickler(io.BytesIO(), pickle.HIGHEST_PROTOCOL).dump(plain)
+    if not NATIVE_EVENT_IPC:
+        return  # this torch_npu's Event has no ipc_handle: the refusal above is all there is
+    ipc = torch.npu.Event(interprocess=True)
+    ipc.record()
+    rebuilt = pickle.loads(ForkingPickler.dumps(ipc))
+    assert type(rebuilt) is torch_npu_ipc.Event
+    assert rebuilt.ipc_handle() == ipc.ipc_handle()
     torch.npu.synchronize()
 
 

@@ -439,3 +439,53 @@ def test_out_of_memory_collects_what_receivers_let_go(tmp_path: Any) -> None:
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
     assert "sent 40" in proc.stdout
+
+
+RECEIVE_WORK = 0.5  # s of device work the receiver queues on its receiving stream
+
+
+def _side_stream_consumer(q: Any, back: Any) -> None:
+    """Receive inside ``with torch.npu.stream(side)``, use it there, drop it after leaving the block."""
+    side = torch.npu.Stream()
+    for i in range(2):
+        with torch.npu.stream(side):
+            t = get(q)  # side waits for the producer's event
+            aclsim.sleep(side.npu_stream, RECEIVE_WORK)
+            total = t.sum()  # runs on side, after the sleep
+        del t  # dropped with the default stream current: no record_stream(side) was made
+        back.put(("dropped", i))
+        side.synchronize()
+        back.put(total.item())
+
+
+def _side_stream_producer(results: Any) -> None:
+    q, back = Scenario().queue(), Scenario().queue()
+    cons = spawn_reporting(results, "consumer", _side_stream_consumer, q, back)
+    for i in range(2):
+        t = torch.full((LARGE,), 1.0, device="npu:0")
+        q.put(t)
+        del t
+        assert get(back) == ("dropped", i)
+        deadline = time.monotonic() + 10
+        while torch_npu_ipc.ipc_collect() == 0:  # the block comes back once the receiver's side stream ran
+            assert time.monotonic() < deadline, "the dropped tensor never came back"
+            time.sleep(0.005)
+        reuse = torch.empty(LARGE, device="npu:0")
+        reuse.fill_(-5.0)  # lands in the block the receiver's side stream read
+        assert get(back) == float(LARGE), "the producer reused the block before the receiver's stream read it"
+        del reuse
+    cons.join(60)
+
+
+def test_the_receiving_stream_counts_as_a_use() -> None:
+    """A tensor used on the stream it was received on and dropped outside it goes back only after that stream ran.
+
+    The drop fenced only the stream current at the drop, so the producer got
+    the block back while the side stream still had to read it, and the
+    receiver summed -5 instead of 1. The receiving stream plays the part of
+    the allocation stream now (fenced at the drop as record_stream's are).
+    """
+    s = Scenario()
+    s.also_expect("consumer")
+    s.start("producer", _side_stream_producer, s.results)
+    s.finish(timeout=180)
