@@ -15,7 +15,7 @@ import torch_npu
 
 from torch_npu_ipc import _C
 from torch_npu_ipc import streams as _streams
-from torch_npu_ipc._device import npu_index, stream_triple
+from torch_npu_ipc._device import npu_index, stream_triple, task_queue_on
 
 IPC_HANDLE_SIZE = 64
 
@@ -153,7 +153,14 @@ class Event(torch_npu.npu.Event):
         if not self._interprocess:
             if ext is not None:
                 return _streams.wait_event_on(self, ext)
-            return super().wait(stream)
+            super().wait(stream)
+            if self.npu_event != 0 and self.device != stream.device and task_queue_on():
+                # torch_npu queues the wait behind the waiting device's tasks and destroys the event
+                # behind its own device's: an Event dropped right after a cross-device wait (as
+                # torch.npu.Stream.wait_stream drops its own) was destroyed before the wait reached the
+                # runtime ("invalid event handle"). Hand the wait to the runtime now (no device sync).
+                _C._drain(stream_triple(stream))
+            return None
         if self._ipc is None:
             return None  # never recorded anywhere: nothing to wait for
         self._ipc.wait(stream_triple(stream))

@@ -967,7 +967,9 @@ def test_use_after_owner_destroyed_raises(impl: str, mode: str) -> None:
 
 
 # ---------------------------------------------------------------- cross-device copies on an external stream
-_COPIES_ON_EXT = r"""
+# Fresh-process scripts: argv[1] is "native" or "proxy", argv[2] "touch" when torch uses npu:1 first.
+# The other library makes a raw stream on npu:1 and `ext` wraps it; torch's device is npu:0.
+_EXT_ON_NPU1 = r"""
 import ctypes, gc, json, sys
 import torch_npu_ipc
 import torch
@@ -979,12 +981,28 @@ lib = ctypes.CDLL("libascendcl.so")
 lib.aclrtSetDevice.argtypes = [ctypes.c_int32]
 lib.aclrtCreateStream.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
 torch.npu.set_device(0)
-torch.ones(1, device="npu:0"), torch.ones(1, device="npu:1")
+torch.ones(1, device="npu:0")
+if sys.argv[2] == "touch":
+    torch.ones(1, device="npu:1")
 assert lib.aclrtSetDevice(1) == 0
 raw = ctypes.c_void_p()
 assert lib.aclrtCreateStream(ctypes.byref(raw)) == 0
-torch.npu.set_device(0)  # back to torch_npu's device (it caches it per thread)
+assert lib.aclrtSetDevice(0) == 0  # the library puts the thread's device back, as torch_npu believes it is
 ext = torch_npu_ipc.ExternalStream(raw.value, device=1)
+"""
+
+
+def _skip_without(kind: str) -> None:
+    """Skip a fresh-process test of the native implementation where there is none."""
+    if kind == "native" and not HAS_NATIVE:
+        pytest.skip(NATIVE_ABSENT)
+    if kind == "native" and ext_streams.per_stream_queue_refusal():
+        pytest.skip(NATIVE_REFUSED)
+
+
+_COPIES_ON_EXT = (
+    _EXT_ON_NPU1
+    + r"""
 out = {}
 for i in range(5):
     a = torch.arange(6, dtype=torch.float32, device="npu:1") + i
@@ -1012,6 +1030,7 @@ gc.collect()
 torch.npu.synchronize(0), torch.npu.synchronize(1)
 print(json.dumps(out), flush=True)
 """
+)
 
 
 @requires_aclsim
@@ -1025,11 +1044,8 @@ def test_cross_device_copies_with_an_external_stream_current(kind: str) -> None:
     and refuses to on an external stream. From inside the block's deleter that
     refusal aborted the process (exit 134) on the native path.
     """
-    if kind == "native" and not HAS_NATIVE:
-        pytest.skip(NATIVE_ABSENT)
-    if kind == "native" and ext_streams.per_stream_queue_refusal():
-        pytest.skip(NATIVE_REFUSED)
-    out = json.loads(_run_fresh(_COPIES_ON_EXT, kind).strip().splitlines()[-1])
+    _skip_without(kind)
+    out = json.loads(_run_fresh(_COPIES_ON_EXT, kind, "touch").strip().splitlines()[-1])
     assert out["values"] == [True] * 5
     if kind == "proxy":
         assert out["backward"] == [2.0] * 6
@@ -1061,28 +1077,15 @@ def test_external_streams_are_told_apart_from_torch_npus_own(raw: int) -> None:
     assert _C._is_external_stream(triple(theirs))
 
 
-_FIRST_USE_OF_A_DEVICE = r"""
-import ctypes, sys
-import torch_npu_ipc
-import torch
-from torch_npu_ipc import streams as s
-
-if sys.argv[1] == "proxy":
-    s._from_external = None
-lib = ctypes.CDLL("libascendcl.so")
-lib.aclrtSetDevice.argtypes = [ctypes.c_int32]
-lib.aclrtCreateStream.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-torch.npu.set_device(0)
-torch.ones(1, device="npu:0")  # torch has not touched npu:1
-assert lib.aclrtSetDevice(1) == 0
-raw = ctypes.c_void_p()
-assert lib.aclrtCreateStream(ctypes.byref(raw)) == 0
-ext = torch_npu_ipc.ExternalStream(raw.value, device=1)
+_FIRST_USE_OF_A_DEVICE = (
+    _EXT_ON_NPU1
+    + r"""
 ext.record_event()
 torch.npu.current_stream().wait_stream(ext)
 ext.wait_stream(torch.npu.current_stream())
 print("ok", flush=True)
 """
+)
 
 
 @pytest.mark.devices(2)
@@ -1094,8 +1097,5 @@ def test_events_on_an_external_stream_of_a_device_torch_has_not_used(kind: str) 
     current: the first ``record_event()`` raised "Uninitialized default NPU
     stream for device " (without the number), the second worked.
     """
-    if kind == "native" and not HAS_NATIVE:
-        pytest.skip(NATIVE_ABSENT)
-    if kind == "native" and ext_streams.per_stream_queue_refusal():
-        pytest.skip(NATIVE_REFUSED)
-    assert _run_fresh(_FIRST_USE_OF_A_DEVICE, kind).strip().splitlines()[-1] == "ok"
+    _skip_without(kind)
+    assert _run_fresh(_FIRST_USE_OF_A_DEVICE, kind, "untouched").strip().splitlines()[-1] == "ok"

@@ -77,6 +77,18 @@ def test_doctor_reports_the_copy_hook_setting(value: str, expect: str) -> None:
     assert expect in line, line
 
 
+def _import_in_fresh_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``import torch_npu_ipc`` in a new interpreter with environment ``env``."""
+    return subprocess.run(
+        [sys.executable, "-c", "import torch_npu_ipc"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+
+
 def test_doctor_without_a_visible_npu() -> None:
     """No NPU visible (ASCEND_RT_VISIBLE_DEVICES names none): doctor says so instead of failing."""
     out = _doctor(ACLSIM_DEVICES="2", ASCEND_RT_VISIBLE_DEVICES="9")
@@ -107,14 +119,7 @@ def test_bad_settings_name_the_variable(name: str, value: str) -> None:
     """A setting read by the C++ core (or aclsim) that is not an integer in its range raises at import, naming it."""
     env = dict(os.environ, **{name: value})
     env.pop("ACLSIM_ACTIVE", None)  # a fresh process: aclsim activates from its own settings
-    out = subprocess.run(
-        [sys.executable, "-c", "import torch_npu_ipc"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+    out = _import_in_fresh_process(env)
     assert out.returncode != 0
     assert "ValueError" in out.stderr and name in out.stderr and repr(value) in out.stderr, out.stderr[-2000:]
 
@@ -168,14 +173,7 @@ def test_forbidding_the_simulator_without_cann_names_the_fix() -> None:
         p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p != sim_libs
     )
     env["TORCH_NPU_IPC_SIMULATOR"] = "0"
-    out = subprocess.run(
-        [sys.executable, "-c", "import torch_npu_ipc"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+    out = _import_in_fresh_process(env)
     assert out.returncode != 0
     assert "TORCH_NPU_IPC_SIMULATOR=0 asks for CANN, but no CANN runtime is installed" in out.stderr, out.stderr[-2000:]
 

@@ -714,6 +714,26 @@ def test_interprocess_with_timing_is_rejected() -> None:
     assert not e.interprocess
 
 
+@pytest.mark.devices(2)
+def test_event_dropped_right_after_a_cross_device_wait() -> None:
+    """Record on npu:1, wait on npu:0, drop at once: the wait reaches the runtime before the event dies.
+
+    torch_npu queues the wait behind npu:0's tasks and the event's
+    destruction behind npu:1's; with the task queue on, the destruction won
+    and the wait failed with "invalid event handle" (torch_npu's own
+    ``torch.npu.Stream.wait_stream`` across devices does this with its events).
+    """
+    side = torch.npu.Stream(device=1)
+    torch.ones(1, device="npu:1")
+    for _ in range(200):
+        e = Event()
+        e.record(side)
+        e.wait(torch.npu.current_stream(0))
+        del e
+    torch.npu.synchronize(0)
+    torch.npu.synchronize(1)
+
+
 def test_torch_cuda_signature_with_external() -> None:
     """torch.cuda.Event's ``external`` keyword is accepted (False) and refused with a reason (True)."""
     assert Event(interprocess=True, external=False).interprocess
