@@ -13,13 +13,11 @@
 #include "acl_device_guard.h"
 #include "acl_table.h"
 #include "event_manager.h"
-#include "external_stream.h"
 #include "ipc_event.h"
 #include "npu_format.h"
 #include "npu_stream.h"
-#include "sharing.h"
+#include "record_use.h"
 #include "task_queue.h"
-#include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 
 namespace torch_npu_ipc {
@@ -125,21 +123,6 @@ bool events_usable(c10::DeviceIndex device) {
 }
 
 // ------------------------------------------------------------ the copy
-
-void record_use(const at::Tensor& t, const c10_npu::NPUStream& stream) {
-  // The allocator defers reuse of t's block until the work queued on
-  // `stream` so far ran. Not free: torch_npu records an event per marked
-  // stream when the block is freed (even for the block's own stream), so
-  // callers mark only blocks they did not allocate themselves.
-  // A shared or received block is not the allocator's to track: see sharing.h.
-  const c10::DataPtr& ptr = t.storage().data_ptr();
-  if (ptr.get() == nullptr || record_shared_use(ptr, stream)) return;
-  if (is_external(stream)) {
-    record_external_use(ptr, stream);
-  } else {
-    c10_npu::NPUCachingAllocator::recordStream(ptr, stream);
-  }
-}
 
 void memcpy_d2d(const c10_npu::NPUStream& stream, void* dst, const void* src, size_t bytes) {
   auto copy = NPU_IPC_ACL(MemcpyAsync, "Cross-device copies");
@@ -384,8 +367,8 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
   // made here already belong to those streams: torch_npu's recordStream is
   // not a no-op for a block's own stream (it costs an event record at the
   // free, then polling), so they are not marked.
-  if (!a_made_here) record_use(a, src_stream);
-  if (!b_made_here) record_use(b, dst_stream);
+  if (!a_made_here) record_use(a.storage().data_ptr(), src_stream);
+  if (!b_made_here) record_use(b.storage().data_ptr(), dst_stream);
   if (!direct) dst.copy_(b);  // same device: cast / broadcast / strides on D's current stream
 }
 

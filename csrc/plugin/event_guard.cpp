@@ -12,8 +12,7 @@
 #include <vector>
 
 #include "acl_table.h"
-#include "external_stream.h"
-#include "sharing.h"
+#include "record_use.h"
 #include "task_queue.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 
@@ -226,18 +225,12 @@ class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void* event) const override { inner_->synchronizeEvent(event); }
   void synchronizeDevice(const c10::DeviceIndex d) const override { inner_->synchronizeDevice(d); }
   // What torch itself records (a Future's value on the stream that waits for
-  // it, autograd's buffers): on shared memory torch_npu's allocator would
-  // ignore it, as it does Tensor.record_stream (see sharing.h).
+  // it, autograd's gradients on the consumer's stream): the block may be
+  // shared memory, which torch_npu's allocator would ignore, and the stream
+  // an external one (torch.npu.stream(ext) around the forward), which it
+  // refuses at the free. torch_npu's guard hands every mark to its allocator.
   void recordDataPtrOnStream(const c10::DataPtr& p, const c10::Stream& s) const override {
-    const c10_npu::NPUStream stream(s);
-    if (record_shared_use(p, stream)) return;
-    // Autograd marks a gradient used on the consumer's stream, which may be
-    // an external one (with torch.npu.stream(ext) around the forward).
-    if (is_external(stream)) {
-      record_external_use(p, stream);
-    } else {
-      inner_->recordDataPtrOnStream(p, s);
-    }
+    record_use(p, c10_npu::NPUStream(s));
   }
   double elapsedTime(void* a, void* b, const c10::DeviceIndex d) const override {
     return inner_->elapsedTime(a, b, d);
