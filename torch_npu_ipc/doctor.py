@@ -83,6 +83,14 @@ def report() -> list[str]:
         + ("plugin (IPC memory + IPC events)" if not reason else "unavailable: " + reason)
     )
     lines.append(f"  in-flight event budget                     {_C._inflight_budget()}")
+    if not reason:
+        keys = (
+            "closed at each segment free (allocator trace tracker)"
+            if _C._export_keys_tracked()
+            else "closed when the freed-segment count moves (no allocator trace tracker in this torch_npu; "
+            "reset_accumulated_memory_stats can hide a free, see docs/sharing.md)"
+        )
+        lines.append(f"  export keys of freed segments              {keys}")
     copies = getattr(torch_npu_ipc, "copies", None)
     if not torch.npu.device_count():
         lines.append("  cross-device copies                        no NPU")

@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "ipc_memory.h"
 #include "npu_format.h"
 #include "npu_stream.h"
 #include "sharing.h"
@@ -68,6 +69,8 @@ void bind_sharing(py::module_& m) {
       "Tensor.record_stream for shared or received memory; False (nothing done) for any other tensor.");
   m.def("_ipc_collect", released(&ipc_collect), py::arg("force") = false);
   m.def("_inflight_budget", &inflight_budget);
+  m.def("_export_keys_tracked", &export_keys_tracked,
+        "True when torch_npu's allocator reports each segment free to the export-key cache (trace tracker).");
   m.def("_out_of_events_sends", [] { return sharing_out_of_events_sends(); },
         "Sends so far that synchronized because their device had no IPC event left.");
   m.def("_sharing_stats", [] {

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 #include "acl_device_guard.h"
 #include "acl_table.h"
@@ -22,6 +23,8 @@ constexpr const char* kFeature = "Sharing NPU tensors between processes";
 // validation is disabled, as torch_npu does.
 constexpr uint64_t kExportFlags = ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION;
 
+// Segments the allocator gave back to the runtime on `device`. Zeroed by
+// reset_accumulated_memory_stats.
 int64_t segments_freed(c10::DeviceIndex device) {
   auto stats = c10_npu::NPUCachingAllocator::getDeviceStats(device);
   return stats.segment[static_cast<size_t>(c10_npu::NPUCachingAllocator::StatType::AGGREGATE)].freed;
@@ -37,7 +40,9 @@ struct ExportCache {
   std::mutex mu;
   std::map<SegmentId, std::string> keys;
   std::map<SegmentId, int64_t> pins;  // shared blocks per segment
-  std::map<int, int64_t> freed_seen;  // per device: segments freed when keys were last checked
+  // Without a trace tracker: per device, segments freed when keys were last
+  // checked.
+  std::map<int, int64_t> freed_seen;
 };
 
 // Both caches are never destroyed: storages (and their pins and imports)
@@ -69,30 +74,81 @@ ImportCache& imports() {
 
 }  // namespace
 
+namespace {
+
+// Closes and forgets the cached keys of `device` that the predicate picks.
+// With the cache's lock held.
+template <typename Pred>
+void drop_keys(ExportCache& c, int device, Pred pick) {
+  auto close = acl().IpcMemClose;
+  for (auto k = c.keys.begin(); k != c.keys.end();) {
+    if (std::get<0>(k->first) == device && pick(k->first)) {
+      if (close != nullptr) (void)close(k->second.c_str());
+      k = c.keys.erase(k);
+    } else {
+      ++k;
+    }
+  }
+}
+
+// torch_npu >= 2.7's allocator reports each segment it gives back to the
+// runtime to attached trace trackers; the key of that segment is closed then,
+// before the free (as torch_npu closes its own IPC handles). Older torch_npu
+// has no trackers: export_block compares segment counters instead.
+// The tracker runs with the device's allocator lock held and takes the
+// cache's lock; so nothing here calls the allocator with the cache's lock
+// held. Attached by the first export, so a process that never shares pays
+// nothing on its allocations.
+template <typename Allocator>
+auto attach_tracker(Allocator* allocator, int) -> decltype(allocator->attachAllocatorTraceTracker(nullptr), bool()) {
+  allocator->attachAllocatorTraceTracker([](const auto& e) {
+    using Entry = std::decay_t<decltype(e)>;
+    if (e.action_ != Entry::SEGMENT_FREE && e.action_ != Entry::SEGMENT_UNMAP) return;
+    const auto lo = static_cast<uintptr_t>(e.addr_);
+    const auto hi = lo + static_cast<uintptr_t>(e.size_);
+    ExportCache& c = exports();
+    std::lock_guard<std::mutex> lock(c.mu);
+    drop_keys(c, e.device_, [lo, hi](const SegmentId& id) {
+      const uintptr_t base = std::get<1>(id);
+      return base < hi && lo < base + std::get<2>(id);  // the freed range overlaps the segment
+    });
+  });
+  return true;
+}
+template <typename Allocator>
+bool attach_tracker(Allocator*, long) {
+  return false;
+}
+
+}  // namespace
+
+bool export_keys_tracked() {
+  static const bool attached = attach_tracker(c10_npu::NPUCachingAllocator::get(), 0);
+  return attached;
+}
+
 ExportedBlock export_block(c10::DeviceIndex device, void* ptr) {
   auto get_key = NPU_IPC_ACL(IpcMemGetExportKey, kFeature);
-  auto close = NPU_IPC_ACL(IpcMemClose, kFeature);
+  NPU_IPC_ACL(IpcMemClose, kFeature);
   size_t size = 0;
   void* base = c10_npu::NPUCachingAllocator::get()->getBaseAllocation(ptr, &size);
   TORCH_CHECK(base != nullptr && size > 0, "torch_npu_ipc: storage at ", ptr,
               " was not allocated by torch_npu's caching allocator, so it cannot be shared");
+  // Read before the cache's lock (see attach_tracker) and after the segment
+  // was looked up: a free that made room for this segment is counted.
+  const bool by_tracker = export_keys_tracked();
+  const int64_t freed = by_tracker ? 0 : segments_freed(device);
   ExportCache& c = exports();
   std::lock_guard<std::mutex> lock(c.mu);
-  const int64_t freed = segments_freed(device);
-  if (auto it = c.freed_seen.find(device); it != c.freed_seen.end() && it->second != freed) {
+  if (!by_tracker) {
     // Some segment of this device went back to the runtime: drop the keys
     // that might name it. A pinned segment still holds a shared block, so
     // it was not freed, and its key stays valid for descriptors in flight.
-    for (auto k = c.keys.begin(); k != c.keys.end();) {
-      if (std::get<0>(k->first) == device && c.pins.count(k->first) == 0) {
-        close(k->second.c_str());
-        k = c.keys.erase(k);
-      } else {
-        ++k;
-      }
+    if (auto it = c.freed_seen.find(device); it != c.freed_seen.end() && it->second != freed) {
+      drop_keys(c, device, [&c](const SegmentId& id) { return c.pins.count(id) == 0; });
     }
+    c.freed_seen[device] = freed;
   }
-  c.freed_seen[device] = freed;
   auto id = segment_id(device, base, size);
   auto it = c.keys.find(id);
   if (it == c.keys.end()) {
