@@ -94,12 +94,15 @@ class Event(torch_npu.npu.Event):
 
     # ------------------------------------------------------------------ IPC
     @classmethod
-    def from_ipc_handle(cls, device: int | str | torch.device, handle: bytes) -> Event:
+    def from_ipc_handle(cls, device: int | str | torch.device, handle: bytes, *, blocking: bool = False) -> Event:
         r"""Open an event that another process exported with :meth:`ipc_handle`.
 
         Args:
             device: the NPU to open it on (int, ``"npu:k"`` or ``torch.device``).
             handle (bytes): the 64 bytes returned by :meth:`ipc_handle`.
+            blocking (bool, optional): as for the constructor; keyword only, an
+                extension of ``torch.cuda.Event.from_ipc_handle``. An Event sent
+                through a queue arrives with its sender's flag (default: ``False``).
 
         Raises:
             TypeError: if ``handle`` is not bytes.
@@ -113,7 +116,7 @@ class Event(torch_npu.npu.Event):
         if len(handle) != IPC_HANDLE_SIZE:
             raise ValueError(f"an IPC event handle has {IPC_HANDLE_SIZE} bytes, got {len(handle)}")
         index = npu_index(device, what="from_ipc_handle device")
-        self = cls(interprocess=True)
+        self = cls(blocking=blocking, interprocess=True)
         self._home_device = index
         self._ipc = _C._IpcEvent.open(index, handle)
         return self

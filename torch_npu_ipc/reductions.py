@@ -13,16 +13,17 @@ import torch_npu
 from torch_npu_ipc.events import Event
 
 
-def rebuild_event(device: int, handle: bytes) -> Event:
+def rebuild_event(device: int, handle: bytes, blocking: bool = False) -> Event:
     """Reopen an event in the receiving process (the inverse of :func:`reduce_event`)."""
-    return Event.from_ipc_handle(device, handle)
+    return Event.from_ipc_handle(device, handle, blocking=blocking)
 
 
-def reduce_event(event: torch_npu.npu.Event) -> tuple[Callable[..., Any], tuple[int, bytes]]:
-    """Return ``(rebuild_event, (device, handle))`` for pickling an interprocess event.
+def reduce_event(event: torch_npu.npu.Event) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """Return ``(rebuild_event, (device, handle, blocking))`` for pickling an interprocess event.
 
-    Accepts this package's :class:`Event` and torch_npu's native interprocess
-    events (their handles are the same ACL handles); either is rebuilt as a
+    Accepts this package's :class:`Event`, whose ``blocking`` flag travels
+    with it, and torch_npu's native interprocess events (their handles are
+    the same ACL handles; ``(device, handle)``); either is rebuilt as a
     :class:`torch_npu_ipc.Event`.
 
     Raises:
@@ -32,7 +33,7 @@ def reduce_event(event: torch_npu.npu.Event) -> tuple[Callable[..., Any], tuple[
         if not event.interprocess:
             raise RuntimeError("only an Event created with interprocess=True can be sent to another process")
         handle = event.ipc_handle()
-        return rebuild_event, (event.device.index, handle)
+        return rebuild_event, (event.device.index, handle, event._blocking)
     if not hasattr(event, "ipc_handle"):
         raise RuntimeError(
             f"this torch_npu's {type(event).__name__} has no ipc_handle(); "

@@ -946,11 +946,42 @@ def test_reduce_event_matches_torch_multiprocessing() -> None:
     e.record()
     fn, args = torch_reductions.reduce_event(e)
     assert fn is reductions.rebuild_event
-    assert args == (e.device.index, e.ipc_handle())
+    assert args == (e.device.index, e.ipc_handle(), False)
     assert reductions.reduce_event(e) == (fn, args)
     again = fn(*args)
     assert type(again) is Event and again.interprocess and again.device == e.device
     assert torch_npu_ipc.Event is Event
+
+
+def _blocking_consumer(q: Any, results: Any) -> None:
+    ev = q.get()
+    results.put("got")
+    assert q.get() == "recorded"
+    ev.wait()  # blocking=True travelled with the event: the host waits for the producer's record
+    results.put(ev.query())
+
+
+def test_blocking_event_stays_blocking_through_a_queue() -> None:
+    """An Event(interprocess=True, blocking=True) received from a queue blocks in wait() as the sender's does.
+
+    The pickled form carried only the device and the handle, so the received
+    event's wait() returned at once, before the producer's record ran.
+    """
+    ctx = mp.get_context("spawn")
+    q, results = ctx.Queue(), ctx.Queue()
+    proc = start(_blocking_consumer, q, results)
+    s = torch.npu.current_stream()
+    ev = Event(interprocess=True, blocking=True)
+    ev.record(s)
+    q.put(ev)
+    assert recv(results, [proc]) == "got"
+    aclsim.sleep(s.npu_stream, WORK)
+    ev.record(s)
+    q.put("recorded")
+    assert recv(results, [proc]) is True, "the received blocking event's wait() returned before the record ran"
+    join_all([proc])
+    fn, args = reductions.reduce_event(ev)
+    assert fn(*args)._blocking, "rebuild_event dropped blocking=True"
 
 
 def test_lazy_creation_makes_one_event_whatever_thread_comes_first() -> None:
