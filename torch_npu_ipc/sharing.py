@@ -301,7 +301,8 @@ def sharing_stats() -> dict[str, Any]:
         of them this process received itself), ``fallback_syncs`` (sends that
         synchronized instead of recording an event: over the in-flight budget,
         or ``out_of_events_sends`` of them because the device had no IPC event
-        left), ``in_fallback``, and
+        left), ``in_fallback`` (the latest send synchronized; it changes
+        only at the next send), and
         ``release_syncs`` (times this process, as a receiver, gave tensors back
         by synchronizing a stream because it could not record a fence event
         on it: the device was out of events, or torch_npu's task queue failed).

@@ -115,7 +115,10 @@ void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   // surface from its task queue and stop it.
   TORCH_CHECK(!cross || at::is_expandable_to(src.sizes(), self.sizes()), "copy_: the source's shape ", src.sizes(),
               " cannot be broadcast to the destination's shape ", self.sizes());
-  bool ours = cross && plain_npu(self) && plain_npu(src) && at::has_internal_overlap(self) != at::MemOverlap::Yes &&
+  // A destination whose elements share memory (an expanded view): torch's
+  // TensorIterator refuses it for CPU and CUDA copies with this message.
+  if (cross) at::assert_no_internal_overlap(self);
+  bool ours = cross && plain_npu(self) && plain_npu(src) &&
               ensure_peer_access(src.device().index(), self.device().index());
   if (!ours) return delegate(n->copy, op, ks, stack);
   cross_device_copy(self, src, current_mode());

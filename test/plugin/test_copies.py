@@ -294,6 +294,24 @@ def test_not_broadcastable_raises() -> None:
         torch.zeros(4, device="npu:1").copy_(torch.zeros(5, device="npu:0"))
 
 
+def test_overlapping_destination_raises_as_on_cpu() -> None:
+    """A destination whose elements share memory is refused before anything is queued, with torch's message.
+
+    torch_npu's own kernel failed on it inside its task queue, and the
+    failure then surfaced from a later, unrelated call.
+    """
+    dst = torch.zeros(5, device="npu:0").expand(3, 5)
+    src = torch.ones(3, 5, device="npu:1")
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.zeros(5).expand(3, 5).copy_(torch.ones(3, 5))
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor") as on_npu:
+        dst.copy_(src)
+    assert str(on_npu.value).splitlines()[0] == str(on_cpu.value).splitlines()[0]
+    for dev in (0, 1):
+        torch.npu.synchronize(dev)  # nothing was left behind in either queue
+    assert torch.equal(src.to("npu:0").cpu(), torch.ones(3, 5))
+
+
 def test_to_missing_device_raises() -> None:
     """``.to()`` a device that does not exist names it and the count, instead of an ACL error code."""
     missing = torch.npu.device_count() + 5
