@@ -87,8 +87,8 @@ def report() -> list[str]:
         keys = (
             "closed at each segment free (allocator trace tracker)"
             if _C._export_keys_tracked()
-            else "closed when the freed-segment count moves (no allocator trace tracker in this torch_npu; "
-            "reset_accumulated_memory_stats can hide a free, see docs/sharing.md)"
+            else "closed when the freed-segment count moves, and after reset_accumulated_memory_stats "
+            "(no allocator trace tracker in this torch_npu; see docs/sharing.md)"
         )
         lines.append(f"  export keys of freed segments              {keys}")
     copies = getattr(torch_npu_ipc, "copies", None)

@@ -187,6 +187,41 @@ def _hook_record_stream() -> None:
         _record_stream_hooked = True
 
 
+_stats_reset_hooked = False  # set once the reset is wrapped (or needs no wrapper)
+
+
+def _hook_stats_reset() -> None:
+    """Keep ``reset_accumulated_memory_stats`` from hiding a segment free from the export-key cache.
+
+    Where torch_npu's allocator has no trace tracker (its PyPI 2.7.1 and
+    2.6.0 wheels), the cache notices freed segments by their count, which the
+    reset zeroes: a segment freed before the reset and a new one at the same
+    address and size would share a key, and a receiver would read the freed
+    segment's values. The wrapper closes the cached keys that no shared block
+    holds after each reset. Installed by the first export; idempotent.
+    """
+    global _stats_reset_hooked
+    if _stats_reset_hooked:
+        return
+    with PATCH_LOCK:
+        if _stats_reset_hooked:
+            return
+        import torch_npu
+
+        original = getattr(torch_npu._C, "_npu_resetAccumulatedMemoryStats", None)
+        if original is not None and not _C._export_keys_tracked():
+
+            @functools.wraps(original)
+            def reset(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    _C._export_keys_forget()
+
+            torch_npu._C._npu_resetAccumulatedMemoryStats = reset
+        _stats_reset_hooked = True
+
+
 def export_tensor(tensor: torch.Tensor) -> bytes:
     r"""Describe an NPU tensor for another process, as bytes for any transport.
 
@@ -220,6 +255,7 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
         )
     _check_encodable(tensor)
     _hook_record_stream()
+    _hook_stats_reset()
     if tensor.untyped_storage().nbytes() == 0:
         fields = (0, tensor.device.index, b"", 0, 0, 0, "", 0, 0, b"")
         return _encode(fields, tensor)

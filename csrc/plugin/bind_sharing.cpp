@@ -71,6 +71,8 @@ void bind_sharing(py::module_& m) {
   m.def("_inflight_budget", &inflight_budget);
   m.def("_export_keys_tracked", &export_keys_tracked,
         "True when torch_npu's allocator reports each segment free to the export-key cache (trace tracker).");
+  m.def("_export_keys_forget", &export_keys_forget,
+        "Close the cached export keys no shared block holds (around reset_accumulated_memory_stats).");
   m.def("_out_of_events_sends", [] { return sharing_out_of_events_sends(); },
         "Sends so far that synchronized because their device had no IPC event left.");
   m.def("_sharing_stats", [] {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <type_traits>
 
@@ -91,8 +92,9 @@ void drop_keys(ExportCache& c, int device, Pred pick) {
   }
 }
 
-// torch_npu >= 2.7's allocator reports each segment it gives back to the
-// runtime to attached trace trackers; the key of that segment is closed then,
+// The allocator of newer torch_npu (2.13; not 2.7.1 or 2.6.0 from PyPI)
+// reports each segment it gives back to the runtime to attached trace
+// trackers; the key of that segment is closed then,
 // before the free (as torch_npu closes its own IPC handles). Older torch_npu
 // has no trackers: export_block compares segment counters instead.
 // The tracker runs with the device's allocator lock held and takes the
@@ -121,6 +123,15 @@ bool attach_tracker(Allocator*, long) {
 }
 
 }  // namespace
+
+void export_keys_forget() {
+  ExportCache& c = exports();
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::set<int> devices;
+  for (const auto& entry : c.keys) devices.insert(std::get<0>(entry.first));
+  for (int device : devices) drop_keys(c, device, [&c](const SegmentId& id) { return c.pins.count(id) == 0; });
+  c.freed_seen.clear();  // the next export of each device starts counting afresh
+}
 
 bool export_keys_tracked() {
   static const bool attached = attach_tracker(c10_npu::NPUCachingAllocator::get(), 0);

@@ -3,14 +3,14 @@
 //
 // Producer: one ACL key per (device, segment base, size). A key never names
 // freed memory: the allocator frees segments only in empty_cache or on OOM,
-// and torch_npu >= 2.7 reports each free to a trace tracker, which closes
+// and newer torch_npu (2.13) reports each free to a trace tracker, which closes
 // that segment's key. Older torch_npu reports nothing: when the device's
 // count of freed segments moved, every cached key of that device that no
 // ExportPin holds is closed and re-exported on next use. A pinned key stays:
 // its segment holds a block still shared, so it cannot have been freed, and
-// receivers of descriptors in flight still import it. (There the count is
-// zeroed by reset_accumulated_memory_stats, which can hide a free: a limit
-// of those versions, see docs/sharing.md.)
+// receivers of descriptors in flight still import it. The count is zeroed by
+// reset_accumulated_memory_stats, which could hide a free: the Python layer
+// wraps torch_npu's reset there to call export_keys_forget.
 // Consumer: one import per (key, device), shared by every storage rebuilt
 // from it; the 64 most recent stay mapped after their last storage died,
 // older ones are closed when their last storage is gone.
@@ -55,8 +55,14 @@ struct ExportedBlock {
 };
 
 // True when torch_npu's allocator reports segment frees to the key cache (a
-// trace tracker, torch_npu >= 2.7; attached by the first call).
+// trace tracker, as torch_npu 2.13's; attached by the first call).
 bool export_keys_tracked();
+
+// Without a trace tracker: closes every cached key that no ExportPin holds
+// and forgets the counts of freed segments. Called around
+// reset_accumulated_memory_stats, which zeroes those counts and could
+// otherwise hide a free.
+void export_keys_forget();
 
 // Export key of the allocator segment holding `ptr` on `device`, pinned:
 // the key stays valid while the returned pin (or a pin moved out of it) lives.

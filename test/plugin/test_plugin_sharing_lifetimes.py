@@ -45,6 +45,7 @@ NO_GUARD_WRAPPER = "the device-guard wrapper (torch's own stream records) is bui
 
 SMALL = 1024  # elements: a small-pool block
 LARGE = 1 << 20  # elements (4 MB of float32): a segment of its own
+HUGE = 6 << 20  # elements (24 MB): more than a 20 MB large-pool segment holds, so a segment of its own
 
 
 def _segments_freed() -> int:
@@ -83,11 +84,18 @@ def _keys_consumer(inbox: Any, outbox: Any) -> None:
     outbox.put("dropped")
     _receive_expect(inbox, LARGE, 2.0, "a freed segment's old key was handed out again")
     outbox.put("dropped")
-    if get(inbox) == "stats reset":
-        _receive_expect(inbox, LARGE, 3.0)
-        outbox.put("dropped")
-        _receive_expect(inbox, LARGE, 4.0, "reset_accumulated_memory_stats hid a segment free")
-        outbox.put("dropped")
+    _receive_expect(inbox, LARGE, 3.0)
+    outbox.put("dropped")
+    _receive_expect(inbox, LARGE, 4.0, "reset_accumulated_memory_stats hid a segment free")
+    outbox.put("dropped")
+    _receive_expect(inbox, HUGE, 5.0)
+    outbox.put("dropped")
+    dd, dg = get(inbox)
+    d, g = torch_npu_ipc.import_tensor(dd), torch_npu_ipc.import_tensor(dg)
+    assert torch.equal(d.cpu(), torch.full((LARGE,), 4.0)), "a pinned key stopped importing"
+    assert torch.equal(g.cpu(), torch.full((HUGE,), 6.0)), "a re-exported segment gave old values"
+    del d, g
+    outbox.put("dropped")
 
 
 def _keys_producer(results: Any) -> None:
@@ -132,27 +140,44 @@ def _keys_producer(results: Any) -> None:
     # freed segments: c is exported with the count at 0, its segment freed,
     # the count zeroed again, and d takes c's address and size. Counting
     # frees, the key cache saw nothing, and the consumer read c's old values
-    # with no error (before the trace tracker).
-    if torch_npu_ipc._C._export_keys_tracked():
-        del b
-        _drain()
-        torch.npu.empty_cache()
-        torch.npu.reset_accumulated_memory_stats(0)
-        c = torch.full((LARGE,), 3.0, device="npu:0")
-        to_cons.put("stats reset")
-        to_cons.put(torch_npu_ipc.export_tensor(c))
-        assert get(from_cons) == "dropped"
-        c_ptr = c.data_ptr()
-        del c
-        _drain()
-        torch.npu.empty_cache()
-        torch.npu.reset_accumulated_memory_stats(0)
-        d = torch.full((LARGE,), 4.0, device="npu:0")
-        assert d.data_ptr() == c_ptr, "d took another address than c: the scenario did not happen"
-        to_cons.put(torch_npu_ipc.export_tensor(d))
-        assert get(from_cons) == "dropped"
-    else:  # torch_npu < 2.7: a documented limit (docs/sharing.md)
-        to_cons.put("done")
+    # with no error (before the trace tracker, and without one, before the
+    # reset was wrapped).
+    del b
+    _drain()
+    torch.npu.empty_cache()
+    torch.npu.reset_accumulated_memory_stats(0)
+    c = torch.full((LARGE,), 3.0, device="npu:0")
+    to_cons.put(torch_npu_ipc.export_tensor(c))
+    assert get(from_cons) == "dropped"
+    c_ptr = c.data_ptr()
+    del c
+    _drain()
+    torch.npu.empty_cache()
+    torch.npu.reset_accumulated_memory_stats(0)
+    d = torch.full((LARGE,), 4.0, device="npu:0")
+    assert d.data_ptr() == c_ptr, "d took another address than c: the scenario did not happen"
+    to_cons.put(torch_npu_ipc.export_tensor(d))
+    assert get(from_cons) == "dropped"
+
+    # 4. What the wrapped reset calls where torch_npu has no trace tracker:
+    # a key that a live shared block pins stays (d's); the others close (e's
+    # segment, still cached by the allocator after e died, is exported again).
+    e = torch.full((HUGE,), 5.0, device="npu:0")
+    to_cons.put(torch_npu_ipc.export_tensor(e))
+    assert get(from_cons) == "dropped"
+    e_ptr = e.data_ptr()
+    del e
+    _drain()
+    c0 = aclsim.counters()
+    torch_npu_ipc._C._export_keys_forget()
+    dd = torch_npu_ipc.export_tensor(d)
+    assert delta(c0, aclsim.counters()).get("ipc_mem_export", 0) == 0, "d's pinned key was closed"
+    g = torch.full((HUGE,), 6.0, device="npu:0")
+    assert g.data_ptr() == e_ptr, "g took another address than e: the scenario did not happen"
+    dg = torch_npu_ipc.export_tensor(g)
+    assert delta(c0, aclsim.counters()).get("ipc_mem_export", 0) == 1, "e's unpinned key was not closed"
+    to_cons.put((dd, dg))
+    assert get(from_cons) == "dropped"
     cons.join(60)
     assert cons.exitcode == 0
 
@@ -161,7 +186,7 @@ def test_export_keys_across_segment_frees() -> None:
     """In-flight descriptors survive empty_cache freeing another segment; a freed segment gets a new key.
 
     Also after ``reset_accumulated_memory_stats`` zeroed the allocator's
-    counters, where torch_npu reports segment frees to a trace tracker.
+    counters (with torch_npu's trace tracker, or the wrapped reset without one).
     """
     s = Scenario()
     s.also_expect("consumer")
