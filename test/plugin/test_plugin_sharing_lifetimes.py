@@ -98,6 +98,17 @@ def _keys_consumer(inbox: Any, outbox: Any) -> None:
     outbox.put("dropped")
 
 
+def _send_and_let_go(to_cons: Any, from_cons: Any, numel: int, value: float) -> int:
+    """Send a new tensor of ``numel`` copies of ``value``, drop it once the consumer did; return its address."""
+    t = torch.full((numel,), value, device="npu:0")
+    to_cons.put(torch_npu_ipc.export_tensor(t))
+    assert get(from_cons) == "dropped"
+    ptr = t.data_ptr()
+    del t
+    _drain()
+    return ptr
+
+
 def _keys_producer(results: Any) -> None:
     to_cons, from_cons = Scenario().queue(), Scenario().queue()
     cons = spawn_reporting(results, "consumer", _keys_consumer, to_cons, from_cons)
@@ -118,12 +129,7 @@ def _keys_producer(results: Any) -> None:
     _drain()
 
     # 2. A segment freed and allocated again is exported again (a new key).
-    a = torch.full((LARGE,), 1.0, device="npu:0")
-    a_ptr = a.data_ptr()
-    to_cons.put(torch_npu_ipc.export_tensor(a))
-    assert get(from_cons) == "dropped"
-    del a
-    _drain()
+    a_ptr = _send_and_let_go(to_cons, from_cons, LARGE, 1.0)
     freed = _segments_freed()
     torch.npu.empty_cache()
     assert _segments_freed() > freed, "a's segment was not freed: the scenario did not happen"
@@ -146,12 +152,7 @@ def _keys_producer(results: Any) -> None:
     _drain()
     torch.npu.empty_cache()
     torch.npu.reset_accumulated_memory_stats(0)
-    c = torch.full((LARGE,), 3.0, device="npu:0")
-    to_cons.put(torch_npu_ipc.export_tensor(c))
-    assert get(from_cons) == "dropped"
-    c_ptr = c.data_ptr()
-    del c
-    _drain()
+    c_ptr = _send_and_let_go(to_cons, from_cons, LARGE, 3.0)
     torch.npu.empty_cache()
     torch.npu.reset_accumulated_memory_stats(0)
     d = torch.full((LARGE,), 4.0, device="npu:0")
@@ -162,12 +163,7 @@ def _keys_producer(results: Any) -> None:
     # 4. What the wrapped reset calls where torch_npu has no trace tracker:
     # a key that a live shared block pins stays (d's); the others close (e's
     # segment, still cached by the allocator after e died, is exported again).
-    e = torch.full((HUGE,), 5.0, device="npu:0")
-    to_cons.put(torch_npu_ipc.export_tensor(e))
-    assert get(from_cons) == "dropped"
-    e_ptr = e.data_ptr()
-    del e
-    _drain()
+    e_ptr = _send_and_let_go(to_cons, from_cons, HUGE, 5.0)
     c0 = aclsim.counters()
     torch_npu_ipc._C._export_keys_forget()
     dd = torch_npu_ipc.export_tensor(d)
