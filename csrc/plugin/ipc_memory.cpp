@@ -7,7 +7,6 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <set>
 #include <tuple>
 #include <type_traits>
 
@@ -73,17 +72,13 @@ ImportCache& imports() {
   return *c;
 }
 
-}  // namespace
-
-namespace {
-
-// Closes and forgets the cached keys of `device` that the predicate picks.
-// With the cache's lock held.
+// Closes and forgets the cached keys that the predicate picks. With the
+// cache's lock held.
 template <typename Pred>
-void drop_keys(ExportCache& c, int device, Pred pick) {
+void drop_keys(ExportCache& c, Pred pick) {
   auto close = acl().IpcMemClose;
   for (auto k = c.keys.begin(); k != c.keys.end();) {
-    if (std::get<0>(k->first) == device && pick(k->first)) {
+    if (pick(k->first)) {
       if (close != nullptr) (void)close(k->second.c_str());
       k = c.keys.erase(k);
     } else {
@@ -94,9 +89,9 @@ void drop_keys(ExportCache& c, int device, Pred pick) {
 
 // The allocator of newer torch_npu (2.13; not 2.7.1 or 2.6.0 from PyPI)
 // reports each segment it gives back to the runtime to attached trace
-// trackers; the key of that segment is closed then,
-// before the free (as torch_npu closes its own IPC handles). Older torch_npu
-// has no trackers: export_block compares segment counters instead.
+// trackers; the key of that segment is closed then, before the free (as
+// torch_npu closes its own IPC handles). Older torch_npu has no trackers:
+// export_block compares segment counters instead.
 // The tracker runs with the device's allocator lock held and takes the
 // cache's lock; so nothing here calls the allocator with the cache's lock
 // held. Attached by the first export, so a process that never shares pays
@@ -110,9 +105,9 @@ auto attach_tracker(Allocator* allocator, int) -> decltype(allocator->attachAllo
     const auto hi = lo + static_cast<uintptr_t>(e.size_);
     ExportCache& c = exports();
     std::lock_guard<std::mutex> lock(c.mu);
-    drop_keys(c, e.device_, [lo, hi](const SegmentId& id) {
+    drop_keys(c, [device = e.device_, lo, hi](const SegmentId& id) {
       const uintptr_t base = std::get<1>(id);
-      return base < hi && lo < base + std::get<2>(id);  // the freed range overlaps the segment
+      return std::get<0>(id) == device && base < hi && lo < base + std::get<2>(id);  // the freed range overlaps it
     });
   });
   return true;
@@ -127,9 +122,7 @@ bool attach_tracker(Allocator*, long) {
 void export_keys_forget() {
   ExportCache& c = exports();
   std::lock_guard<std::mutex> lock(c.mu);
-  std::set<int> devices;
-  for (const auto& entry : c.keys) devices.insert(std::get<0>(entry.first));
-  for (int device : devices) drop_keys(c, device, [&c](const SegmentId& id) { return c.pins.count(id) == 0; });
+  drop_keys(c, [&c](const SegmentId& id) { return c.pins.count(id) == 0; });
   c.freed_seen.clear();  // the next export of each device starts counting afresh
 }
 
@@ -140,7 +133,7 @@ bool export_keys_tracked() {
 
 ExportedBlock export_block(c10::DeviceIndex device, void* ptr) {
   auto get_key = NPU_IPC_ACL(IpcMemGetExportKey, kFeature);
-  NPU_IPC_ACL(IpcMemClose, kFeature);
+  NPU_IPC_ACL(IpcMemClose, kFeature);  // required: cached keys are closed when their segments are freed
   size_t size = 0;
   void* base = c10_npu::NPUCachingAllocator::get()->getBaseAllocation(ptr, &size);
   TORCH_CHECK(base != nullptr && size > 0, "torch_npu_ipc: storage at ", ptr,
@@ -156,7 +149,7 @@ ExportedBlock export_block(c10::DeviceIndex device, void* ptr) {
     // that might name it. A pinned segment still holds a shared block, so
     // it was not freed, and its key stays valid for descriptors in flight.
     if (auto it = c.freed_seen.find(device); it != c.freed_seen.end() && it->second != freed) {
-      drop_keys(c, device, [&c](const SegmentId& id) { return c.pins.count(id) == 0; });
+      drop_keys(c, [&c, device](const SegmentId& id) { return std::get<0>(id) == device && c.pins.count(id) == 0; });
     }
     c.freed_seen[device] = freed;
   }
