@@ -20,6 +20,11 @@ CORE_SETTINGS: dict[str, tuple[int, int, str]] = {
     ),
     "TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S": (600, 10**9, "seconds a sent tensor waits for its receiver"),
     "TORCH_NPU_IPC_EXPORT_GRACE_MS": (5000, 10**12, "milliseconds an exported event outlives its Event object"),
+    "TORCH_NPU_IPC_KEPT_IMPORTS": (
+        64,
+        4096,
+        "imported memory blocks a receiver keeps mapped after their last tensor died",
+    ),
 }
 
 

@@ -2,16 +2,17 @@
 
 #include <c10/util/Exception.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "acl_device_guard.h"
 #include "acl_table.h"
+#include "env.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 
 namespace torch_npu_ipc {
@@ -53,23 +54,64 @@ ExportCache& exports() {
   return *c;
 }
 
+// One import as the runtime lists it (see ImportCache::order).
+struct Mapping {
+  void* ptr;                 // a mapped address is unique while mapped
+  c10::DeviceIndex device;   // made current for its close
+  bool dead;                 // its Import is gone; closed once it is the oldest
+};
+
 struct ImportCache {
   std::mutex mu;
-  // An expired entry names an import being closed: its destructor erases
-  // the entry once the key is closed, and signals `closed`. A new import of
-  // the key waits for that, so a late close never unmaps the new mapping.
-  std::condition_variable closed;
+  // Live imports by (key, device): every storage rebuilt from one shares it.
   std::map<std::pair<std::string, int>, std::weak_ptr<Import>> map;
+  // Per key, this process's mappings, oldest first, as the runtime lists
+  // them: aclrtIpcMemClose(key) unmaps the OLDEST mapping of the key, not
+  // the caller's (CANN's runtime keeps one list per key, whatever the device
+  // of each import). So a dead import is marked, and closes run only from
+  // the front: each close then unmaps the mapping it is meant for, and a
+  // mapping still in use on another device is never the one unmapped.
+  std::map<std::string, std::deque<Mapping>> order;
   // The most recent imports stay mapped after their last storage died:
   // producers send from a few allocator segments over and over, and an
   // import costs a round trip to the exporter plus a mapping.
   std::deque<std::shared_ptr<Import>> recent;
 };
-constexpr size_t kRecentImports = 64;
+// How many imports stay mapped after their last storage died
+// (TORCH_NPU_IPC_KEPT_IMPORTS; 0 closes each with its last storage, as
+// torch_npu does).
+size_t kept_imports() {
+  static const auto n = static_cast<size_t>(env_int("TORCH_NPU_IPC_KEPT_IMPORTS", 64, 4096));
+  return n;
+}
 
 ImportCache& imports() {
   static ImportCache* c = std::make_unique<ImportCache>().release();
   return *c;
+}
+
+// Before this process closes a key it exported: the runtime's close of a key
+// unmaps the process's own imports of it first (a tensor it sent to itself)
+// and retracts the export only when there are none. Lets go of the kept
+// imports of `key`; true when none is left, so a close now retracts.
+bool release_own_imports(const std::string& key) {
+  ImportCache& c = imports();
+  std::vector<std::shared_ptr<Import>> released;  // dropped after the lock: ~Import takes it
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.order.count(key) == 0) return true;
+    for (auto it = c.recent.begin(); it != c.recent.end();) {
+      if ((*it)->key() == key) {
+        released.push_back(std::move(*it));
+        it = c.recent.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  released.clear();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.order.count(key) == 0;
 }
 
 // Closes and forgets the cached keys that the predicate picks. With the
@@ -79,7 +121,10 @@ void drop_keys(ExportCache& c, Pred pick) {
   auto close = acl().IpcMemClose;
   for (auto k = c.keys.begin(); k != c.keys.end();) {
     if (pick(k->first)) {
-      if (close != nullptr) (void)close(k->second.c_str());
+      // A self-import still in use would take the close instead of the
+      // export: not reached (its slot keeps the segment, and so the key,
+      // pinned), and then the key is left open rather than unmap it.
+      if (close != nullptr && release_own_imports(k->second)) (void)close(k->second.c_str());
       k = c.keys.erase(k);
     } else {
       ++k;
@@ -186,20 +231,22 @@ std::shared_ptr<Import> Import::get(const std::string& key, c10::DeviceIndex dev
   // Declared before the lock: an import dropped here closes after it is released (~Import takes it).
   std::shared_ptr<Import> imp;
   std::shared_ptr<Import> evicted;
-  std::unique_lock<std::mutex> lock(c.mu);
+  std::lock_guard<std::mutex> lock(c.mu);
   const auto id = std::make_pair(key, static_cast<int>(device));
-  for (auto it = c.map.find(id); it != c.map.end(); it = c.map.find(id)) {
+  if (auto it = c.map.find(id); it != c.map.end()) {
     if (auto existing = it->second.lock()) return existing;
-    c.closed.wait(lock);  // its last holder is closing it
+    // Else its last holder is in ~Import: this import is a new mapping, and
+    // that one's close (from the front of `order`) will not touch it.
   }
   AclDeviceGuard guard(device);
   void* p = nullptr;
   uint64_t flags = device != producer_device ? ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS : 0;
-  check(import(&p, key.c_str(), flags), "aclrtIpcMemImportByKey");
+  check(import(&p, key.c_str(), flags), "aclrtIpcMemImportByKey");  // with the lock: `order` is the runtime's order
   imp = std::make_shared<Import>(Token{}, key, p, device);
   c.map[id] = imp;
+  c.order[key].push_back(Mapping{p, device, false});
   c.recent.push_back(imp);
-  if (c.recent.size() > kRecentImports) {
+  if (c.recent.size() > kept_imports()) {
     evicted = std::move(c.recent.front());
     c.recent.pop_front();
   }
@@ -210,21 +257,41 @@ Import::Import(Token, std::string key, void* ptr, c10::DeviceIndex device)
     : key_(std::move(key)), ptr_(ptr), device_(device) {}
 
 Import::~Import() {
-  if (auto close = acl().IpcMemClose; close != nullptr) {
+  ImportCache& c = imports();
+  std::vector<c10::DeviceIndex> closes;  // devices of the oldest mappings, now unused
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (auto it = c.map.find(std::make_pair(key_, static_cast<int>(device_)));
+        it != c.map.end() && it->second.expired()) {
+      c.map.erase(it);
+    }
+    auto list = c.order.find(key_);
+    if (list == c.order.end()) return;  // not reached: every import is listed
+    std::deque<Mapping>& q = list->second;
+    for (Mapping& m : q) {
+      if (m.ptr == ptr_ && !m.dead) {
+        m.dead = true;
+        break;
+      }
+    }
+    // Popped here, closed below without the lock: an import made meanwhile
+    // is listed after these, so each close still unmaps one of them.
+    while (!q.empty() && q.front().dead) {
+      closes.push_back(q.front().device);
+      q.pop_front();
+    }
+    if (q.empty()) c.order.erase(list);
+  }
+  auto close = acl().IpcMemClose;
+  if (close == nullptr) return;
+  for (c10::DeviceIndex device : closes) {
     try {
-      AclDeviceGuard guard(device_);
+      AclDeviceGuard guard(device);
       close(key_.c_str());
     } catch (...) {
       // A destructor must not throw; the exporter reclaims the key anyway.
     }
   }
-  ImportCache& c = imports();
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.map.find(std::make_pair(key_, static_cast<int>(device_)));
-    if (it != c.map.end() && it->second.expired()) c.map.erase(it);
-  }
-  c.closed.notify_all();
 }
 
 }  // namespace torch_npu_ipc

@@ -12,8 +12,13 @@
 // reset_accumulated_memory_stats, which could hide a free: the Python layer
 // wraps torch_npu's reset there to call export_keys_forget.
 // Consumer: one import per (key, device), shared by every storage rebuilt
-// from it; the 64 most recent stay mapped after their last storage died,
-// older ones are closed when their last storage is gone.
+// from it; the most recent (TORCH_NPU_IPC_KEPT_IMPORTS, default 64) stay
+// mapped after their last storage died, older ones are closed when their
+// last storage is gone. The runtime's aclrtIpcMemClose(key) unmaps the
+// process's OLDEST import of the key (CANN keeps one list per key, whatever
+// the device), so closes follow import order, and a key this process
+// exported is closed only once it holds no import of it (a tensor it sent
+// itself), or the close would unmap that import instead.
 #pragma once
 
 #include "acl_abi.h"

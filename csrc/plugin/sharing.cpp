@@ -195,7 +195,13 @@ class Releaser {
           }
         }
       }
-      for (auto& item : batch) item.first->ref.table->release(item.first->ref.slot);
+      for (auto& item : batch) {
+        // The mapping first (it closes here when no other tensor or kept
+        // import holds it): CANN wants importers closed before the producer
+        // may free, and so unexport, the memory.
+        item.first->import.reset();
+        item.first->ref.table->release(item.first->ref.slot);
+      }
     }
   }
   // One fence per device, created on first use and reused for every batch
@@ -237,7 +243,10 @@ void received_deleter(void* ctx) {
     // than never (the producer may then reuse memory this stream still reads).
     LOG(ERROR) << "torch_npu_ipc: could not defer the release of a received tensor (" << e.what()
                << "); released at once";
-    if (r != nullptr) r->ref.table->release(r->ref.slot);
+    if (r != nullptr) {
+      r->import.reset();
+      r->ref.table->release(r->ref.slot);
+    }
   }
 }
 

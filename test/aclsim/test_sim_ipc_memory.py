@@ -159,6 +159,78 @@ def test_no_pid_validation_and_peer_import() -> None:
     assert same_ok
 
 
+def list_exporter(to_imp: Any, to_exp: Any, results: Any) -> None:
+    """Exports a block and imports its own key: a close takes the import first, then the export."""
+    acl = Acl()
+    acl.set_device(0)
+    p = acl.malloc(SIZE)
+    acl.h2d(p, PATTERN)
+    key = acl.export_key(p, SIZE, IPC_EXPORT_DISABLE_PID_VALIDATION)
+    to_imp.put(key)
+    assert to_exp.get(timeout=20) == "done"
+    rc, own = acl.import_key_rc(key, 0)
+    acl.check(rc, "aclrtIpcMemImportByKey(own key)")
+    own_ok = own != p and acl.d2h(own, 4) == PATTERN[:4] and acl.d2h(own + 4, 4) == b"LIST"
+    acl.check(acl.aclrtIpcMemClose(key), "aclrtIpcMemClose")  # unmaps the import
+    buf = ctypes.create_string_buffer(4)
+    own_gone = acl.aclrtMemcpy(buf, 4, own, 4, 2) != 0
+    reimport_rc, _ = acl.import_key_rc(key, 0)  # still exported
+    if reimport_rc == 0:
+        acl.check(acl.aclrtIpcMemClose(key), "aclrtIpcMemClose")
+    acl.check(acl.aclrtIpcMemClose(key), "aclrtIpcMemClose")  # no import left: retracts the export
+    retracted_rc, _ = acl.import_key_rc(key, 0)
+    results.put(("exporter", own_ok, own_gone, reimport_rc, retracted_rc))
+
+
+def list_importer(to_imp: Any, to_exp: Any, results: Any) -> None:
+    """Imports one key on device 0, then device 1: two mappings; each close unmaps the oldest one."""
+    acl = Acl()
+    key = to_imp.get(timeout=20)
+    before = aclsim.counters()
+    acl.set_device(0)
+    rc, q0 = acl.import_key_rc(key, 0)
+    acl.check(rc, "aclrtIpcMemImportByKey(device 0)")
+    acl.set_device(1)
+    rc, q1 = acl.import_key_rc(key, IPC_IMPORT_ENABLE_PEER_ACCESS)
+    acl.check(rc, "aclrtIpcMemImportByKey(device 1)")
+    distinct = q0 != q1
+    acl.h2d(q1 + 4, b"LIST")
+    shared = acl.d2h(q0 + 4, 4) == b"LIST"
+    buf = ctypes.create_string_buffer(4)
+    acl.check(acl.aclrtIpcMemClose(key), "aclrtIpcMemClose")  # with device 1 current: unmaps q0
+    first = (acl.aclrtMemcpy(buf, 4, q0, 4, 2) != 0, acl.d2h(q1 + 4, 4) == b"LIST")
+    acl.check(acl.aclrtIpcMemClose(key), "aclrtIpcMemClose")
+    second = acl.aclrtMemcpy(buf, 4, q1, 4, 2) != 0
+    third = acl.aclrtIpcMemClose(key)
+    to_exp.put("done")
+    results.put(("importer", distinct, shared, first, second, third, counters_delta(before)))
+
+
+@pytest.mark.devices(2)
+def test_each_import_maps_anew_and_close_unmaps_the_oldest() -> None:
+    """As CANN's runtime: per key a list of the process's imports; aclrtIpcMemClose unmaps the oldest.
+
+    Importing one key on two devices gives two mappings of the same bytes; the
+    first close unmaps the first import whatever device is current, the next
+    one the second, a third fails. A process that imports its own key loses
+    that import to its first close, and its export to the next one.
+    """
+    ctx = spawn_context()
+    to_imp, to_exp, results = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    run([(list_exporter, (to_imp, to_exp, results)), (list_importer, (to_imp, to_exp, results))])
+    got = {r[0]: r for r in (results.get(timeout=5) for _ in range(2))}
+    _, distinct, shared, first, second, third, counts = got["importer"]
+    assert distinct and shared
+    assert first == (True, True), "the first close did not unmap exactly the oldest import"
+    assert second and third != 0
+    assert counts.get("ipc_mem_import") == 2 and counts.get("ipc_mem_close") == 2, counts
+    _, own_ok, own_gone, reimport_rc, retracted_rc = got["exporter"]
+    assert own_ok, "importing its own key did not map the bytes anew"
+    assert own_gone, "the first close did not unmap the process's own import"
+    assert reimport_rc == 0, "the close meant for the process's own import retracted its export"
+    assert retracted_rc != 0, "the close with no import left did not retract the export"
+
+
 def export_checks_worker(results: Any) -> None:
     """Argument checks of aclrtIpcMemGetExportKey in one process."""
     acl = Acl()

@@ -113,6 +113,7 @@ def test_doctor_without_a_visible_npu() -> None:
         # Past about 31 years: converted to nanoseconds after now, they overflowed into "no time at all".
         ("TORCH_NPU_IPC_EXPORT_GRACE_MS", "10000000000000"),
         ("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", "10000000000"),
+        ("TORCH_NPU_IPC_KEPT_IMPORTS", "4097"),
     ],
 )
 def test_bad_settings_name_the_variable(name: str, value: str) -> None:

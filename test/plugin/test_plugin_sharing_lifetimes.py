@@ -3,6 +3,10 @@
 - A producer's export key stays valid for descriptors in flight when the
   caching allocator frees some other segment (``empty_cache``), and a
   segment that was freed and allocated again gets a new key.
+- Imports close in the runtime's order (CANN's aclrtIpcMemClose unmaps a
+  process's oldest import of a key): one block imported on two devices
+  keeps the older mapping when the newer one is dropped, and a producer that
+  received its own tensor closes that import before unexporting the segment.
 - Receiving a tensor allocates nothing on the receiver's device: the
   storage points at the producer's memory from the start.
 - A send whose device has no IPC event left synchronizes instead and warns
@@ -188,6 +192,90 @@ def test_export_keys_across_segment_frees() -> None:
     s.also_expect("consumer")
     s.start("producer", _keys_producer, s.results)
     s.finish(timeout=180)
+
+
+# ------------------------------------------------------------------- import close order
+# CANN's aclrtIpcMemClose(key) unmaps the process's OLDEST import of the key, whatever device
+# made it, and retracts the process's own export only when it holds no import of the key
+# (aclsim does the same; docs/simulator.md).
+def _two_devices_consumer(inbox: Any, outbox: Any) -> None:
+    def drop_and_wait(name: str) -> None:
+        outbox.put(name)  # the producer answers once this receiver gave the block back
+        assert get(inbox) == "released"
+
+    da, db, dc = get(inbox)
+    c0 = aclsim.counters()
+    a = torch_npu_ipc.import_tensor(da, device=0)
+    b = torch_npu_ipc.import_tensor(db, device=1)  # the same block's key, a second mapping
+    assert torch.equal(b.cpu(), torch.full((SMALL,), 2.0))
+    del b  # its close would unmap a's mapping, the oldest of the key: it waits for a
+    drop_and_wait("b")
+    assert torch.equal(a.cpu(), torch.full((SMALL,), 1.0)), "dropping the npu:1 import unmapped npu:0's"
+    assert delta(c0, aclsim.counters()).get("ipc_mem_close", 0) == 0
+    c = torch_npu_ipc.import_tensor(dc, device=1)  # a third mapping, listed after the dead one
+    del a  # closes a's mapping, then b's (now the oldest): c's stays
+    drop_and_wait("a")
+    assert delta(c0, aclsim.counters()).get("ipc_mem_close", 0) == 2
+    assert torch.equal((c + 1).cpu(), torch.full((SMALL,), 4.0)), "closing the older imports unmapped c's"
+    del c
+    drop_and_wait("c")
+    d = delta(c0, aclsim.counters())
+    assert d.get("ipc_mem_import") == 3 and d.get("ipc_mem_close") == 3, d
+
+
+def _two_devices_producer(results: Any) -> None:
+    to_cons, from_cons = Scenario().queue(), Scenario().queue()
+    cons = spawn_reporting(results, "consumer", _two_devices_consumer, to_cons, from_cons)
+    ts = [torch.full((SMALL,), v, device="npu:0") for v in (1.0, 2.0, 3.0)]  # one small-pool segment
+    to_cons.put(tuple(torch_npu_ipc.export_tensor(t) for t in ts))
+    for name, live in (("b", 2), ("a", 1), ("c", 0)):
+        assert get(from_cons) == name
+        deadline = time.monotonic() + 30  # the receiver releases (after closing its mapping) off its thread
+        while torch_npu_ipc.sharing_stats()["live_slots"] > live:
+            assert time.monotonic() < deadline, f"{name} was not released"
+            time.sleep(0.01)
+        to_cons.put("released")
+    cons.join(60)
+    assert cons.exitcode == 0
+
+
+@pytest.mark.devices(2)
+def test_imports_of_one_block_on_two_devices_close_oldest_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block imported on npu:0 and npu:1: dropping the newer import leaves the older mapping intact.
+
+    Imports are closed with their last tensor here (``TORCH_NPU_IPC_KEPT_IMPORTS=0``); with
+    the default, the same happens when a kept import is pushed out by newer ones.
+    """
+    monkeypatch.setenv("TORCH_NPU_IPC_KEPT_IMPORTS", "0")
+    s = Scenario()
+    s.also_expect("consumer")
+    s.start("producer", _two_devices_producer, s.results)
+    s.finish(timeout=120)
+
+
+def _self_receiver() -> None:
+    x = torch.full((LARGE,), 5.0, device="npu:0")
+    y = torch_npu_ipc.import_tensor(torch_npu_ipc.export_tensor(x))  # this process imports its own key
+    assert torch.equal(y.cpu(), torch.full((LARGE,), 5.0))
+    del y  # the import stays mapped (kept imports)
+    del x
+    _drain()
+    c0 = aclsim.counters()
+    freed = _segments_freed()
+    torch.npu.empty_cache()
+    assert _segments_freed() > freed, "x's segment was not freed: the scenario did not happen"
+    torch_npu_ipc.export_tensor(torch.ones(SMALL, device="npu:0"))  # checks the keys without a trace tracker
+    d = delta(c0, aclsim.counters())
+    # Two closes: the kept import first, then the export (one close would have unmapped the import
+    # and left the freed segment exported).
+    assert d.get("ipc_mem_close", 0) == 2, d
+
+
+def test_a_block_sent_to_itself_is_unexported_when_its_segment_is_freed() -> None:
+    """A producer that received its own tensor closes that import before the segment's export."""
+    s = Scenario()
+    s.start("self", _self_receiver)
+    s.finish(timeout=120)
 
 
 # ------------------------------------------------------------------------ receiver memory

@@ -3,9 +3,17 @@
 // A key names an export in the exporting process's broker (broker.h). The
 // importer receives the allocation's memfd and maps the exported range, so
 // both processes address the same bytes.
+//
+// As CANN's runtime does (IpcOpenMemory / IpcCloseMemoryByName in the open
+// source hicann/runtime): a process keeps, per key, the list of its imports
+// in import order. Every import maps the memory anew, on the current device,
+// and appends; aclrtIpcMemClose(key) unmaps the OLDEST import of that key,
+// whichever device made it, and only when the process holds no import of
+// the key does it retract the process's own export of it.
 #include <unistd.h>
 
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -21,15 +29,10 @@ namespace {
 
 constexpr size_t kKeyLen = 65;
 
-struct Imported {
-  void* base = nullptr;
-  int refs = 0;
-};
-
 struct IpcMemState {
   std::mutex mu;
   std::map<std::string, broker::Ticket> exports;  // key -> ticket, exporter side
-  std::map<std::string, Imported> imports;        // key -> mapping, importer side
+  std::map<std::string, std::deque<void*>> imports;  // key -> mappings, oldest first (importer side)
 };
 
 IpcMemState& state() {
@@ -103,11 +106,6 @@ ACLSIM_API aclError aclrtIpcMemImportByKey(void** devPtr, const char* key, uint6
   if (aclError rc = require_current_device(&dev); rc != ACL_SUCCESS) return rc;
   const std::string name(key, strnlen(key, kKeyLen));
   std::lock_guard<std::mutex> lock(state().mu);
-  if (auto it = state().imports.find(name); it != state().imports.end()) {
-    ++it->second.refs;
-    *devPtr = it->second.base;
-    return ACL_SUCCESS;
-  }
   broker::Grant g;
   if (aclError rc = broker::request(broker::Kind::Memory, t, &g); rc != ACL_SUCCESS) return rc;
   if (g.device != dev && (flags & ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS) == 0) {
@@ -119,7 +117,7 @@ ACLSIM_API aclError aclrtIpcMemImportByKey(void** devPtr, const char* key, uint6
   aclError rc = ACL_SUCCESS;
   void* p = map_imported(g.fd, g.offset, g.size, dev, &rc);
   if (p == nullptr) return rc;
-  state().imports[name] = Imported{p, 1};
+  state().imports[name].push_back(p);
   count(Counter::IpcMemImport);
   *devPtr = p;
   return ACL_SUCCESS;
@@ -130,10 +128,9 @@ ACLSIM_API aclError aclrtIpcMemClose(const char* key) {
   const std::string name(key, strnlen(key, kKeyLen));
   std::lock_guard<std::mutex> lock(state().mu);
   if (auto it = state().imports.find(name); it != state().imports.end()) {
-    if (--it->second.refs == 0) {
-      unmap_imported(it->second.base);
-      state().imports.erase(it);
-    }
+    unmap_imported(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) state().imports.erase(it);
     count(Counter::IpcMemClose);
     return ACL_SUCCESS;
   }
