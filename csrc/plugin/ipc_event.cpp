@@ -51,8 +51,11 @@ std::string probe(c10::DeviceIndex device) {
   aclrtEvent ev = nullptr;
   aclError rc = t.CreateEventExWithFlag(&ev, ACL_EVENT_IPC);
   // Out of IPC events (probed late, in a process that holds them all): the
-  // runtime has them, it counted them. Not a reason to give them up for good.
-  if (rc == ACL_ERROR_RT_NO_EVENT_RESOURCE) return std::string();
+  // runtime has them, it counted them or made ours (CANN does not document
+  // the code of its limit). Not a reason to give them up for good.
+  if (rc == ACL_ERROR_RT_NO_EVENT_RESOURCE || (rc != ACL_SUCCESS && EventManager::get().stats().created > 0)) {
+    return std::string();
+  }
   if (rc != ACL_SUCCESS) {
     return "the runtime refused a trial interprocess event (" +
            acl_failure("aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", rc) + "): upgrade the NPU driver (HDK 25.0 or newer)";
@@ -80,13 +83,21 @@ std::shared_ptr<IpcEvent> IpcEvent::try_create(c10::DeviceIndex device, std::str
   auto create = NPU_IPC_ACL(CreateEventExWithFlag, kFeature);
   NPU_IPC_ACL(IpcGetEventHandle, kFeature);
   AclDeviceGuard guard(device);
-  aclrtEvent ev = create_event(create, ACL_EVENT_IPC, "aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", exhausted);
-  if (ev == nullptr) {
-    *exhausted += "\nDevice " + std::to_string(device) +
-                  " has no IPC event left (the runtime's limit; CANN's is 65,536 per device). Drop the "
-                  "interprocess Events you no longer need; each tensor sent but not yet received holds one until "
-                  "it is received or TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes (TORCH_NPU_IPC_MAX_INFLIGHT bounds "
-                  "how many).";
+  aclrtEvent ev = nullptr;
+  const aclError rc = create(&ev, ACL_EVENT_IPC);
+  if (rc != ACL_SUCCESS) {
+    // CANN documents a limit (65,536 per device) but not the code that
+    // reports it (its runtime takes no event id for an IPC event; aclsim
+    // says ACL_ERROR_RT_NO_EVENT_RESOURCE). The probe passed, so the runtime
+    // has IPC events: any refusal counts as none left for now, and callers
+    // fall back for this use and try again later instead of giving up.
+    *exhausted = acl_failure("aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", rc) + "\nDevice " +
+                 std::to_string(device) +
+                 (rc == ACL_ERROR_RT_NO_EVENT_RESOURCE ? " has no IPC event left (the runtime's limit; "
+                                                       : " refused a new IPC event: it may have no IPC event left (") +
+                 "CANN's is 65,536 per device). Drop the interprocess Events you no longer need; each tensor sent "
+                 "but not yet received holds one until it is received or TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes "
+                 "(TORCH_NPU_IPC_MAX_INFLIGHT bounds how many).";
     return nullptr;
   }
   EventManager::get().note_created();

@@ -166,8 +166,17 @@ def forbidden_calls_worker(results: Any) -> None:
         codes[f"create:{flags:#x}"] = acl.aclrtCreateEventExWithFlag(ctypes.byref(e), flags)
     # Only an ACL_EVENT_IPC event has a handle.
     codes["handle-of-local-event"] = acl.aclrtIpcGetEventHandle(other, ctypes.byref(IpcEventHandle()))
+    # As CANN's runtime: no reset and no aclrtQueryEvent on ANY event aclrtCreateEventExWithFlag made.
+    codes["ex-event:aclrtResetEvent"] = acl.aclrtResetEvent(other, s)
+    codes["ex-event:aclrtQueryEvent"] = acl.aclrtQueryEvent(other, ctypes.byref(st))
+    classic = ctypes.c_void_p()
+    acl.check(acl.aclrtCreateEventWithFlag(ctypes.byref(classic), ACL_EVENT_SYNC), "aclrtCreateEventWithFlag")
+    acl.record(classic.value, s)
+    acl.sync_stream(s)
     # The allowed calls still work on the IPC event.
     allowed = {
+        "classic:aclrtQueryEvent": acl.aclrtQueryEvent(classic, ctypes.byref(st)),
+        "classic:aclrtResetEvent": acl.aclrtResetEvent(classic, s),
         "aclrtQueryEventStatus": acl.aclrtQueryEventStatus(ev, ctypes.byref(st)),
         "aclrtSynchronizeEvent": acl.aclrtSynchronizeEvent(opened),
         "aclrtDestroyEvent(opened)": acl.aclrtDestroyEvent(opened),
@@ -177,11 +186,15 @@ def forbidden_calls_worker(results: Any) -> None:
 
 
 def test_forbidden_calls_and_flags() -> None:
-    """ResetEvent/QueryEvent/QueryEventWaitStatus/ElapsedTime/GetTimestamp/GetEventId fail on IPC events."""
+    """ResetEvent/QueryEvent/QueryEventWaitStatus/ElapsedTime/GetTimestamp/GetEventId fail on IPC events.
+
+    ResetEvent and QueryEvent also fail on every other aclrtCreateEventExWithFlag event, not on one
+    aclrtCreateEventWithFlag made.
+    """
     results = spawn_context().Queue()
     run([(forbidden_calls_worker, (results,))])
     codes, allowed = results.get(timeout=5)
-    assert len(codes) == 7 * 2 + 3 + 1
+    assert len(codes) == 7 * 2 + 3 + 1 + 2
     zero = [k for k, v in codes.items() if v == 0]
     assert not zero, f"calls that should fail returned 0: {zero}"
     assert all(v == 0 for v in allowed.values()), allowed

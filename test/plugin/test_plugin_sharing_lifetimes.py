@@ -368,9 +368,14 @@ def _out_of_events_producer(results: Any) -> None:
     assert cons.exitcode == 0
 
 
-def test_out_of_ipc_events_sends_synchronize(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No IPC event left: sends synchronize and warn (a Queue's message arrives), events again after."""
+@pytest.mark.parametrize("code", ["207007", "207001"])
+def test_out_of_ipc_events_sends_synchronize(monkeypatch: pytest.MonkeyPatch, code: str) -> None:
+    """No IPC event left: sends synchronize and warn (a Queue's message arrives), events again after.
+
+    With either error code for the limit (CANN documents the limit, not its code).
+    """
     monkeypatch.setenv("ACLSIM_MAX_IPC_EVENTS", str(MAX_IPC))
+    monkeypatch.setenv("ACLSIM_EVENT_LIMIT_ERROR", code)
     s = Scenario()
     s.also_expect("consumer")
     s.start("producer", _out_of_events_producer, s.results)

@@ -25,6 +25,7 @@ Config load() {
   c.op_cost_seconds = static_cast<double>(env_long("ACLSIM_OP_COST_US", 0, 0, 10'000'000)) * 1e-6;
   c.max_ipc_events = static_cast<int>(env_long("ACLSIM_MAX_IPC_EVENTS", kMaxIpcEvents, 1, kMaxIpcEvents));
   c.max_events = static_cast<int>(env_long("ACLSIM_MAX_EVENTS", kMaxEvents, 1, kMaxEvents));
+  c.event_limit_error = static_cast<int>(env_long("ACLSIM_EVENT_LIMIT_ERROR", 207007, 100000, 599999));
   c.trace_events = env_long("ACLSIM_TRACE_EVENTS", 0, 0, 1) == 1;
   const char* vis = std::getenv("ASCEND_RT_VISIBLE_DEVICES");
   if (vis != nullptr && *vis != '\0') {

@@ -10,6 +10,11 @@
 //   ACLSIM_MAX_EVENTS     other (local) events alive per device (1..2^30,
 //                         default 2^30: no limit in practice); a fault
 //                         injection knob, failing creation the same way
+//                         (not CANN-like: CANN takes a local event's id at
+//                         record time, and a record then waits for one)
+//   ACLSIM_EVENT_LIMIT_ERROR  the error code of a creation past either limit
+//                         (default 207007, ACL_ERROR_RT_NO_EVENT_RESOURCE):
+//                         CANN documents the IPC limit but not its code
 //   ACLSIM_TRACE_EVENTS   1: log every event call (thread, handle, stream, result) to stderr
 //   ASCEND_RT_VISIBLE_DEVICES  as on CANN: remaps and trims the visible devices
 #pragma once
@@ -32,6 +37,7 @@ struct Config {
   bool trace_events = false;
   int max_ipc_events = kMaxIpcEvents;
   int max_events = kMaxEvents;
+  int event_limit_error = 207007;  // ACL_ERROR_RT_NO_EVENT_RESOURCE
   int device_count() const { return static_cast<int>(visible.size()); }
 };
 

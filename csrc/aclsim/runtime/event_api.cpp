@@ -87,6 +87,14 @@ aclError forbid_ipc(const Event& e, const char* call) {
   return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, std::string(call) + " is not supported on an IPC event");
 }
 
+// As CANN's runtime (ApiImpl::EventReset, ApiImplEvent::EventQuery in
+// hicann/runtime): refused on every event aclrtCreateEventExWithFlag made.
+aclError forbid_new_mode(const Event& e, const char* call) {
+  if (!e.new_mode) return ACL_SUCCESS;
+  return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+              std::string(call) + " is not supported on an event created by aclrtCreateEventExWithFlag");
+}
+
 // ACLSIM_TRACE_EVENTS=1: one line per event call on stderr, to see which
 // thread issues what, in which order (status: a query's answer or a create's
 // flags, else -1).
@@ -118,7 +126,7 @@ aclError create_event(aclrtEvent* out, uint32_t flags, bool new_mode) {
   e->device = dev;
   EventBudget& b = budget(e->is_ipc());
   if (!b.take(dev)) {
-    return fail(ACL_ERROR_RT_NO_EVENT_RESOURCE, "create event: device " + std::to_string(dev) + " already has " +
+    return fail(config().event_limit_error, "create event: device " + std::to_string(dev) + " already has " +
                                                     std::to_string(b.limit()) + (e->is_ipc() ? " IPC events" : " events"));
   }
   aclError rc = ACL_SUCCESS;
@@ -187,6 +195,7 @@ aclError query_event(aclrtEvent event, aclrtEventStatus* status) {
   auto e = lookup(event, "aclrtQueryEvent", &err);
   if (e == nullptr) return err;
   if ((err = forbid_ipc(*e, "aclrtQueryEvent")) != ACL_SUCCESS) return err;
+  if ((err = forbid_new_mode(*e, "aclrtQueryEvent")) != ACL_SUCCESS) return err;
   bool complete = false;
   if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
   *status = complete ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
@@ -199,10 +208,7 @@ aclError query_event_wait_status(aclrtEvent event, aclrtEventWaitStatus* status)
   auto e = lookup(event, "aclrtQueryEventWaitStatus", &err);
   if (e == nullptr) return err;
   if ((err = forbid_ipc(*e, "aclrtQueryEventWaitStatus")) != ACL_SUCCESS) return err;
-  if (e->new_mode) {
-    return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                "aclrtQueryEventWaitStatus is not supported on an event created by aclrtCreateEventExWithFlag");
-  }
+  if ((err = forbid_new_mode(*e, "aclrtQueryEventWaitStatus")) != ACL_SUCCESS) return err;
   // As CANN: about the wait tasks issued on the event, not its record. With
   // no wait issued (yet), or all of them finished, the answer is COMPLETE.
   *status = e->core->waits_pending() ? ACL_EVENT_WAIT_STATUS_NOT_READY : ACL_EVENT_WAIT_STATUS_COMPLETE;
@@ -262,6 +268,7 @@ ACLSIM_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
   auto e = lookup(event, "aclrtResetEvent", &err);
   if (e == nullptr) return err;
   if ((err = forbid_ipc(*e, "aclrtResetEvent")) != ACL_SUCCESS) return err;
+  if ((err = forbid_new_mode(*e, "aclrtResetEvent")) != ACL_SUCCESS) return err;
   auto s = resolve_work_stream(stream, "aclrtResetEvent", &err);
   if (s == nullptr) return err;
   return e->core->reset(*s);
