@@ -135,3 +135,31 @@ def test_elapsed_time_reflects_simulated_work() -> None:
     assert early != 0
     assert 195.0 <= ms < 600.0
     assert ts > 0
+
+
+def wait_task_worker(results: Any) -> None:
+    """Waits on events of several flags: only those with a wait task can be waited on."""
+    acl = Acl()
+    acl.set_device(0)
+    s = acl.create_stream()
+    codes = {}
+    for name, flags in (
+        ("time-line", ACL_EVENT_TIME_LINE),
+        ("sync", ACL_EVENT_SYNC),
+        ("sync+time-line", ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE),
+        ("ipc", ACL_EVENT_IPC),
+    ):
+        ev = acl.create_event(flags)
+        acl.record(ev, s)
+        codes[name] = acl.aclrtStreamWaitEvent(s, ev)
+    acl.sync_stream(s)
+    results.put(codes)
+
+
+def test_only_events_with_a_wait_task_can_be_waited_on() -> None:
+    """As CANN: aclrtStreamWaitEvent refuses an event with ACL_EVENT_TIME_LINE alone (no wait task)."""
+    results = spawn_context().Queue()
+    run([(wait_task_worker, (results,))])
+    codes = results.get(timeout=5)
+    assert codes.pop("time-line") != 0, "a wait on a timing-only event was accepted"
+    assert all(v == 0 for v in codes.values()), codes
