@@ -23,7 +23,6 @@ using namespace aclsim;
 
 namespace {
 
-constexpr uint32_t kDdsync = 0x4;  // CANN's RT_EVENT_DDSYNC: no ACL name, part of ACL_EVENT_DEFAULT (0xE)
 constexpr uint32_t kKnownFlags = ACL_EVENT_SYNC | ACL_EVENT_CAPTURE_STREAM_PROGRESS | ACL_EVENT_TIME_LINE |
                                  ACL_EVENT_DEVICE_USE_ONLY | ACL_EVENT_EXTERNAL | ACL_EVENT_IPC;
 
@@ -174,9 +173,10 @@ aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
   if (e == nullptr) return err;
   // As CANN's runtime (ApiErrorDecorator::StreamWaitEvent, Event::
   // IsEventWithoutWaitTask in hicann/runtime): an event with none of its
-  // DDSYNC_NS (ACL_EVENT_SYNC), DDSYNC (0x4, in ACL_EVENT_DEFAULT), EXTERNAL
-  // or IPC bits, e.g. ACL_EVENT_TIME_LINE alone, has no wait task.
-  if ((e->flags & (ACL_EVENT_SYNC | kDdsync | ACL_EVENT_EXTERNAL | ACL_EVENT_IPC)) == 0) {
+  // DDSYNC_NS (ACL_EVENT_SYNC), DDSYNC, EXTERNAL or IPC bits, e.g.
+  // ACL_EVENT_TIME_LINE alone, has no wait task. (DDSYNC, 0x4, has no ACL
+  // name and is not among the flags aclsim creates events with.)
+  if ((e->flags & (ACL_EVENT_SYNC | ACL_EVENT_EXTERNAL | ACL_EVENT_IPC)) == 0) {
     return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtStreamWaitEvent: an event created with flags " +
                                                       std::to_string(e->flags) +
                                                       " cannot be waited on (it needs ACL_EVENT_SYNC)");
