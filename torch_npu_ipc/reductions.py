@@ -39,13 +39,22 @@ def reduce_event(event: torch_npu.npu.Event) -> tuple[Callable[..., Any], tuple[
             f"this torch_npu's {type(event).__name__} has no ipc_handle(); "
             "send a torch_npu_ipc.Event(interprocess=True)"
         )
-    handle = event.ipc_handle()  # torch_npu's native interprocess event
+    hint = "create it with torch.npu.Event(interprocess=True) or torch_npu_ipc.Event(interprocess=True)"
+    # For an event made without interprocess=True, CANN refuses the handle
+    # (107000) and torch_npu raises; a runtime that answers "not supported"
+    # instead makes torch_npu log it and return zeros.
+    try:
+        handle = event.ipc_handle()  # torch_npu's native interprocess event
+    except RuntimeError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RuntimeError(
+            "only an Event created with interprocess=True can be sent to another process: torch_npu could not "
+            f"export this torch.npu.Event's IPC handle ({reason}); {hint}"
+        ) from exc
     if not any(handle):
-        # torch_npu gives zeros (and logs "not supported") for an event made without interprocess=True.
         raise RuntimeError(
             "only an Event created with interprocess=True can be sent to another process: torch_npu returned an "
-            "empty IPC handle for this torch.npu.Event; create it with torch.npu.Event(interprocess=True) "
-            "or torch_npu_ipc.Event(interprocess=True)"
+            f"empty IPC handle for this torch.npu.Event; {hint}"
         )
     device = event.device
     return rebuild_event, (device.index if isinstance(device, torch.device) else int(device), handle)

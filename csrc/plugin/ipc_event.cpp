@@ -49,18 +49,22 @@ std::string probe(c10::DeviceIndex device) {
   }
   AclDeviceGuard guard(device);
   aclrtEvent ev = nullptr;
-  aclError rc = t.CreateEventExWithFlag(&ev, ACL_EVENT_IPC);
-  // Out of IPC events (probed late, in a process that holds them all): the
-  // runtime has them, it counted them or made ours (CANN does not document
-  // the code of its limit). Not a reason to give them up for good.
-  if (rc == ACL_ERROR_RT_NO_EVENT_RESOURCE || (rc != ACL_SUCCESS && EventManager::get().stats().created > 0)) {
+  const aclError rc = t.CreateEventExWithFlag(&ev, ACL_EVENT_IPC);
+  if (rc == ACL_SUCCESS) {
+    (void)t.DestroyEvent(ev);
     return std::string();
   }
-  if (rc != ACL_SUCCESS) {
-    return "the runtime refused a trial interprocess event (" +
-           acl_failure("aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", rc) + "): upgrade the NPU driver (HDK 25.0 or newer)";
+  // CANN answers ACL_ERROR_RT_FEATURE_NOT_SUPPORT on a chip without IPC
+  // events (RT_FEATURE_IPC_EVENT), and torch_npu's own support check reads
+  // that code alone as "unsupported". Any other refusal is no verdict: a
+  // device out of IPC events (CANN does not document that code) or a
+  // transient failure; the creation that needs the event reports it, and
+  // later ones try again.
+  if (rc == ACL_ERROR_RT_FEATURE_NOT_SUPPORT && EventManager::get().stats().created == 0) {
+    return "this NPU does not support interprocess events (" +
+           acl_failure("aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", rc) +
+           "): they need an Atlas A2/A3-class NPU, CANN 8.3 or newer and NPU driver HDK 25.0 or newer";
   }
-  (void)t.DestroyEvent(ev);
   return std::string();
 }
 
@@ -78,10 +82,18 @@ void IpcEvent::check_device(c10::DeviceIndex device) {
   TORCH_CHECK_VALUE(device >= 0 && device < visible, "no NPU device ", int(device), " (", visible, " visible)");
 }
 
+void IpcEvent::check_supported(c10::DeviceIndex device) {
+  NPU_IPC_ACL(CreateEventExWithFlag, kFeature);
+  NPU_IPC_ACL(IpcGetEventHandle, kFeature);
+  NPU_IPC_ACL(IpcOpenEventHandle, kFeature);
+  const std::string& reason = ipc_events_unsupported_reason(device);
+  TORCH_CHECK(reason.empty(), kFeature, ": not available here: ", reason);
+}
+
 std::shared_ptr<IpcEvent> IpcEvent::try_create(c10::DeviceIndex device, std::string* exhausted) {
   check_device(device);
-  auto create = NPU_IPC_ACL(CreateEventExWithFlag, kFeature);
-  NPU_IPC_ACL(IpcGetEventHandle, kFeature);
+  check_supported(device);
+  auto create = acl().CreateEventExWithFlag;
   AclDeviceGuard guard(device);
   aclrtEvent ev = nullptr;
   const aclError rc = create(&ev, ACL_EVENT_IPC);
@@ -112,9 +124,10 @@ std::shared_ptr<IpcEvent> IpcEvent::create(c10::DeviceIndex device) {
 }
 
 std::shared_ptr<IpcEvent> IpcEvent::open(c10::DeviceIndex device, const std::string& handle) {
-  auto open = NPU_IPC_ACL(IpcOpenEventHandle, kFeature);
   TORCH_CHECK_VALUE(handle.size() == kIpcEventHandleSize, "an IPC event handle has ", kIpcEventHandleSize,
                     " bytes, got ", handle.size());
+  check_supported(device);
+  auto open = acl().IpcOpenEventHandle;
   AclDeviceGuard guard(device);
   aclrtIpcEventHandle h{};
   std::memcpy(h.reserved, handle.data(), kIpcEventHandleSize);

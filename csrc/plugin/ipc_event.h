@@ -37,6 +37,10 @@ class IpcEvent {
   static std::shared_ptr<IpcEvent> try_create(c10::DeviceIndex device, std::string* exhausted);
   // Throws ValueError unless `device` is an NPU index this process sees.
   static void check_device(c10::DeviceIndex device);
+  // Throws, naming the reason and its fix, unless this runtime and NPU have
+  // IPC events (the functions, and a trial event: see
+  // ipc_events_unsupported_reason).
+  static void check_supported(c10::DeviceIndex device);
   // The event another process exported as `handle` (exactly 64 bytes),
   // opened on `device`.
   static std::shared_ptr<IpcEvent> open(c10::DeviceIndex device, const std::string& handle);

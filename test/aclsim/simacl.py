@@ -106,6 +106,9 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "aclrtIpcMemSetImportPid": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t]),
     "aclrtIpcMemImportByKey": (ctypes.c_int, [_PVP, ctypes.c_char_p, ctypes.c_uint64]),
     "aclrtIpcMemClose": (ctypes.c_int, [ctypes.c_char_p]),
+    "aclrtSynchronizeDeviceWithTimeout": (ctypes.c_int, [ctypes.c_int32]),
+    "aclrtDeviceCanAccessPeer": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int32), ctypes.c_int32, ctypes.c_int32]),
+    "aclrtDeviceEnablePeerAccess": (ctypes.c_int, [ctypes.c_int32, ctypes.c_uint32]),
     "aclsimStreamSleep": (ctypes.c_int, [_VP, ctypes.c_uint64]),
 }
 

@@ -385,7 +385,10 @@ def local_event_limit_worker(results: Any) -> None:
     os.environ["ACLSIM_MAX_EVENTS"] = str(MAX_LOCAL)  # read once, at the first ACL call
     acl = Acl()
     acl.set_device(0)
-    evs = [acl.create_event(flags) for flags in (ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE, ACL_EVENT_SYNC, 0)]
+    evs = [
+        acl.create_event(flags)
+        for flags in (ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE, ACL_EVENT_SYNC, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE)
+    ]
     e = ctypes.c_void_p()
     over = acl.aclrtCreateEventExWithFlag(ctypes.byref(e), ACL_EVENT_SYNC)
     message = acl.last_error()

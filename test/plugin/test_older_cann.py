@@ -1,5 +1,9 @@
 """On a CANN runtime without a function the plugin needs, each feature says so and names the fix.
 
+The last test runs on a chip whose runtime has every function but refuses
+IPC events (aclsim's ``ACLSIM_IPC_EVENTS=0``, as CANN on a chip without
+them).
+
 ``TORCH_NPU_IPC_ACL_HIDE`` makes the plugin's ACL table treat the listed
 functions as missing from libascendcl.so, as on an older CANN / NPU driver.
 Each scenario runs in a fresh interpreter (the table is resolved once per
@@ -21,9 +25,9 @@ pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not ac
 UPGRADE = "Upgrade the CANN toolkit"
 
 
-def run(code: str, hide: str) -> str:
+def run(code: str, hide: str, **extra_env: str) -> str:
     """Run ``code`` with ``hide`` hidden from the plugin; return its stdout (it must exit 0)."""
-    env = dict(os.environ, TORCH_NPU_IPC_ACL_HIDE=hide)
+    env = dict(os.environ, TORCH_NPU_IPC_ACL_HIDE=hide, **extra_env)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
@@ -113,5 +117,58 @@ except RuntimeError as exc:
     print("OK")
 """,
         "aclrtIpcMemGetExportKey",
+    )
+    assert out.rstrip().endswith("OK")
+
+
+@pytest.mark.devices(2)
+def test_a_chip_without_ipc_events() -> None:
+    """Every function is there but the chip refuses IPC events (207000): each feature falls back or says why.
+
+    Before the plugin checked its probe there, an interprocess Event and each
+    send reported "no IPC event left" (the out-of-events path) instead.
+    """
+    out = run(
+        """
+import aclsim, pickle, torch_npu_ipc, torch
+from torch_npu_ipc import copies, reductions
+reason = torch_npu_ipc._C._ipc_event_unsupported_reason(0)
+assert reason.startswith("this NPU does not support interprocess events") and "207000" in reason, reason
+try:
+    torch_npu_ipc.Event(interprocess=True).record()
+except RuntimeError as exc:
+    assert "does not support interprocess events" in str(exc), str(exc)
+else:
+    raise SystemExit("Event(interprocess=True) worked")
+for name, call in (
+    ("from_ipc_handle", lambda: torch_npu_ipc.Event.from_ipc_handle(0, bytes(64))),
+    ("export_tensor", lambda: torch_npu_ipc.export_tensor(torch.ones(4, device="npu:0"))),
+):
+    try:
+        call()
+    except RuntimeError as exc:
+        assert "not available here: this NPU does not support interprocess events" in str(exc), (name, str(exc))
+    else:
+        raise SystemExit(name + " worked")
+# torch_npu gives an all-zero handle for a plain event here ("not supported" is only logged).
+plain = torch.npu.Event()
+plain.record()
+try:
+    reductions.reduce_event(plain)
+except RuntimeError as exc:
+    assert "empty IPC handle" in str(exc) and "interprocess=True" in str(exc), str(exc)
+else:
+    raise SystemExit("a plain event was reduced")
+x = torch.arange(1000, dtype=torch.float32, device="npu:0")
+before = aclsim.counters().get("aclrtSynchronizeStream", 0)
+y = x.to("npu:1")
+assert torch.equal(y.cpu(), torch.arange(1000, dtype=torch.float32))
+st = copies.status()
+assert st["path"] == "synchronize" and "does not support interprocess events" in st["fallback_reason"], st
+assert st["event_copies"] == 0 and aclsim.counters()["aclrtSynchronizeStream"] >= before + 2
+print("OK")
+""",
+        "",
+        ACLSIM_IPC_EVENTS="0",
     )
     assert out.rstrip().endswith("OK")

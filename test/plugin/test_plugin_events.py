@@ -404,6 +404,7 @@ def flood_producer(q: Any, back: Any, results: Any) -> None:
     s = torch.npu.current_stream()
     x = torch.ones(16, device="npu:0")
     s.synchronize()
+    assert _C._ipc_event_unsupported_reason(0) == ""  # the support probe's trial event, before counting
     before = aclsim.counters()
     stats0 = _C._event_stats()
     for i in range(FLOOD):
@@ -428,6 +429,7 @@ def flood_consumer(q: Any, back: Any, results: Any) -> None:
     torch.npu.set_device(1)
     s = torch.npu.current_stream()
     s.synchronize()
+    assert _C._ipc_event_unsupported_reason(1) == ""  # the support probe's trial event, before counting
     before = aclsim.counters()
     stats0 = _C._event_stats()
     n = 0
@@ -1048,7 +1050,11 @@ def test_elapsed_time_to_an_interprocess_event_names_it() -> None:
 
 
 def test_reduce_event_refuses_a_native_event_without_interprocess() -> None:
-    """torch_npu gives zeros for a plain torch.npu.Event's handle: refused at the sender, not the receiver."""
+    """A plain torch.npu.Event is refused at the sender, not the receiver, naming interprocess=True.
+
+    CANN refuses its handle (107000: torch_npu raises a bare ACL error); a
+    runtime that answers "not supported" makes torch_npu return zeros.
+    """
     e = torch.npu.Event()
     e.record()
     with pytest.raises(RuntimeError, match=r"interprocess=True"):

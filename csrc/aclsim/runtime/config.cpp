@@ -27,6 +27,7 @@ Config load() {
   c.max_events = static_cast<int>(env_long("ACLSIM_MAX_EVENTS", kMaxEvents, 1, kMaxEvents));
   c.event_limit_error = static_cast<int>(env_long("ACLSIM_EVENT_LIMIT_ERROR", 207007, 100000, 599999));
   c.trace_events = env_long("ACLSIM_TRACE_EVENTS", 0, 0, 1) == 1;
+  c.ipc_events = env_long("ACLSIM_IPC_EVENTS", 1, 0, 1) == 1;
   const char* vis = std::getenv("ASCEND_RT_VISIBLE_DEVICES");
   if (vis != nullptr && *vis != '\0') {
     std::stringstream ss(vis);

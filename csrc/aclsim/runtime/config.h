@@ -38,6 +38,7 @@ struct Config {
   int max_ipc_events = kMaxIpcEvents;
   int max_events = kMaxEvents;
   int event_limit_error = 207007;  // ACL_ERROR_RT_NO_EVENT_RESOURCE
+  bool ipc_events = true;          // false: a chip without IPC events (CANN's RT_FEATURE_IPC_EVENT)
   int device_count() const { return static_cast<int>(visible.size()); }
 };
 

@@ -113,6 +113,11 @@ ACLSIM_API aclError aclrtSynchronizeDevice() {
 }
 
 ACLSIM_API aclError aclrtSynchronizeDeviceWithTimeout(int32_t timeout) {
+  // As CANN (aclrtSynchronizeDeviceWithTimeoutImpl): -1 means no limit.
+  if (timeout < -1) {
+    return fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtSynchronizeDeviceWithTimeout: timeout " + std::to_string(timeout) +
+                                                " ms is below -1");
+  }
   int dev = -1;
   if (aclError rc = require_current_device(&dev); rc != ACL_SUCCESS) return rc;
   count(Counter::SynchronizeDevice);

@@ -23,8 +23,42 @@ using namespace aclsim;
 
 namespace {
 
-constexpr uint32_t kKnownFlags = ACL_EVENT_SYNC | ACL_EVENT_CAPTURE_STREAM_PROGRESS | ACL_EVENT_TIME_LINE |
-                                 ACL_EVENT_DEVICE_USE_ONLY | ACL_EVENT_EXTERNAL | ACL_EVENT_IPC;
+// CANN's runtime bit with no ACL name (RT_EVENT_DDSYNC): like ACL_EVENT_SYNC,
+// it gives the event a wait task. torch_npu's ACL_EVENT_DEFAULT (0xE) has it.
+constexpr uint32_t kDdsync = 0x4U;
+
+// The flags each creation call accepts, as CANN's runtime checks them
+// (ApiErrorDecorator::EventCreate / EventCreateEx in hicann/runtime): at
+// least one bit of the call's mask and no bit outside it, and the "sole"
+// flags only alone. The classic call takes neither ACL_EVENT_IPC nor 0; the
+// Ex call takes neither ACL_EVENT_DEVICE_USE_ONLY nor ACL_EVENT_EXTERNAL.
+constexpr uint32_t kClassicFlags = ACL_EVENT_SYNC | ACL_EVENT_CAPTURE_STREAM_PROGRESS | kDdsync | ACL_EVENT_TIME_LINE |
+                                   ACL_EVENT_DEVICE_USE_ONLY | ACL_EVENT_EXTERNAL;
+constexpr uint32_t kExFlags = ACL_EVENT_SYNC | ACL_EVENT_CAPTURE_STREAM_PROGRESS | kDdsync | ACL_EVENT_TIME_LINE |
+                              ACL_EVENT_IPC;
+constexpr uint32_t kSoleFlags[] = {ACL_EVENT_DEVICE_USE_ONLY, ACL_EVENT_EXTERNAL, ACL_EVENT_IPC};
+
+std::string hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%x", v);
+  return buf;
+}
+
+// Why CANN refuses `flags` for the classic (`new_mode` false) or the Ex
+// call; empty when it accepts them.
+std::string bad_flags(uint32_t flags, bool new_mode) {
+  for (uint32_t sole : kSoleFlags) {
+    if ((flags & sole) != 0 && flags != sole) {
+      return "flag " + hex(sole) + " cannot be combined with other flags";
+    }
+  }
+  const uint32_t mask = new_mode ? kExFlags : kClassicFlags;
+  if ((flags & mask) == 0 || (flags & ~mask) != 0) {
+    return "flags " + hex(flags) + " are refused: they need at least one bit of " + hex(mask) + " and no other" +
+           (new_mode ? "" : " (ACL_EVENT_IPC needs aclrtCreateEventExWithFlag)");
+  }
+  return "";
+}
 
 struct Event {
   uint32_t flags = 0;
@@ -87,12 +121,56 @@ aclError forbid_ipc(const Event& e, const char* call) {
   return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, std::string(call) + " is not supported on an IPC event");
 }
 
+// As CANN's runtime: an ACL_EVENT_EXTERNAL event cannot be synchronized,
+// queried or timed.
+aclError forbid_external(const Event& e, const char* call) {
+  if (e.flags != ACL_EVENT_EXTERNAL) return ACL_SUCCESS;
+  return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, std::string(call) + " is not supported on an ACL_EVENT_EXTERNAL event");
+}
+
+// As CANN's runtime: an ACL_EVENT_DEVICE_USE_ONLY event (its RT_EVENT_MC2,
+// for collective kernels) is neither recorded, waited on nor reset by a
+// stream.
+aclError forbid_device_use_only(const Event& e, const char* call) {
+  if ((e.flags & ACL_EVENT_DEVICE_USE_ONLY) == 0) return ACL_SUCCESS;
+  return fail(ACL_ERROR_RT_PARAM_INVALID,
+              std::string(call) + " is not supported on an ACL_EVENT_DEVICE_USE_ONLY event");
+}
+
+// As CANN's runtime (Event::IsEventWithoutWaitTask in hicann/runtime): an
+// event with none of the ACL_EVENT_SYNC, DDSYNC, EXTERNAL or IPC bits, e.g.
+// ACL_EVENT_TIME_LINE alone, has no wait task: it cannot be waited on or
+// reset.
+aclError forbid_without_wait_task(const Event& e, const char* call) {
+  if ((e.flags & (ACL_EVENT_SYNC | kDdsync | ACL_EVENT_EXTERNAL | ACL_EVENT_IPC)) != 0) return ACL_SUCCESS;
+  return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, std::string(call) + ": an event created with flags " +
+                                                    std::to_string(e.flags) +
+                                                    " has no wait task (it needs ACL_EVENT_SYNC)");
+}
+
+// CANN's rule for a synchronize timeout in ms: -1 (no limit) or positive.
+aclError check_sync_timeout(int32_t timeout, const char* call) {
+  if (timeout == -1 || timeout > 0) return ACL_SUCCESS;
+  return fail(ACL_ERROR_RT_PARAM_INVALID, std::string(call) + ": timeout " + std::to_string(timeout) +
+                                              " ms is neither -1 (no limit) nor positive");
+}
+
 // As CANN's runtime (ApiImpl::EventReset, ApiImplEvent::EventQuery in
 // hicann/runtime): refused on every event aclrtCreateEventExWithFlag made.
 aclError forbid_new_mode(const Event& e, const char* call) {
   if (!e.new_mode) return ACL_SUCCESS;
   return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
               std::string(call) + " is not supported on an event created by aclrtCreateEventExWithFlag");
+}
+
+// ACLSIM_IPC_EVENTS=0: a chip without IPC events. As CANN's runtime
+// (rtIpcGetEventHandle, ApiErrorDecorator::EventCreateEx in
+// hicann/runtime), each IPC event call then answers "not supported", before
+// looking at its arguments.
+aclError forbid_ipc_on_this_chip(const char* call) {
+  if (config().ipc_events) return ACL_SUCCESS;
+  return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+              std::string(call) + ": this chip does not support IPC events (ACLSIM_IPC_EVENTS=0)");
 }
 
 // ACLSIM_TRACE_EVENTS=1: one line per event call on stderr, to see which
@@ -114,9 +192,12 @@ aclError traced(const char* call, const void* event, const void* stream, aclErro
 
 aclError create_event(aclrtEvent* out, uint32_t flags, bool new_mode) {
   if (out == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "create event: null output");
-  if ((flags & ~kKnownFlags) != 0) return fail(ACL_ERROR_INVALID_PARAM, "create event: unknown flag bits");
-  if ((flags & ACL_EVENT_IPC) != 0 && flags != ACL_EVENT_IPC) {
-    return fail(ACL_ERROR_INVALID_PARAM, "create event: ACL_EVENT_IPC cannot be combined with other flags");
+  const char* call = new_mode ? "aclrtCreateEventExWithFlag" : "aclrtCreateEventWithFlag";
+  if (std::string why = bad_flags(flags, new_mode); !why.empty()) {
+    return fail(ACL_ERROR_RT_PARAM_INVALID, std::string(call) + ": " + why);
+  }
+  if (flags == ACL_EVENT_IPC) {
+    if (aclError rc = forbid_ipc_on_this_chip(call); rc != ACL_SUCCESS) return rc;
   }
   int dev = -1;
   if (aclError rc = require_current_device(&dev); rc != ACL_SUCCESS) return rc;
@@ -161,6 +242,7 @@ aclError record_event(aclrtEvent event, aclrtStream stream) {
   aclError err = ACL_SUCCESS;
   auto e = lookup(event, "aclrtRecordEvent", &err);
   if (e == nullptr) return err;
+  if ((err = forbid_device_use_only(*e, "aclrtRecordEvent")) != ACL_SUCCESS) return err;
   auto s = resolve_work_stream(stream, "aclrtRecordEvent", &err);
   if (s == nullptr) return err;
   count(Counter::RecordEvent);
@@ -171,16 +253,9 @@ aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
   aclError err = ACL_SUCCESS;
   auto e = lookup(event, "aclrtStreamWaitEvent", &err);
   if (e == nullptr) return err;
-  // As CANN's runtime (ApiErrorDecorator::StreamWaitEvent, Event::
-  // IsEventWithoutWaitTask in hicann/runtime): an event with none of its
-  // DDSYNC_NS (ACL_EVENT_SYNC), DDSYNC, EXTERNAL or IPC bits, e.g.
-  // ACL_EVENT_TIME_LINE alone, has no wait task. (DDSYNC, 0x4, has no ACL
-  // name and is not among the flags aclsim creates events with.)
-  if ((e->flags & (ACL_EVENT_SYNC | ACL_EVENT_EXTERNAL | ACL_EVENT_IPC)) == 0) {
-    return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtStreamWaitEvent: an event created with flags " +
-                                                      std::to_string(e->flags) +
-                                                      " cannot be waited on (it needs ACL_EVENT_SYNC)");
-  }
+  // As CANN's runtime (ApiErrorDecorator::StreamWaitEvent).
+  if ((err = forbid_device_use_only(*e, "aclrtStreamWaitEvent")) != ACL_SUCCESS) return err;
+  if ((err = forbid_without_wait_task(*e, "aclrtStreamWaitEvent")) != ACL_SUCCESS) return err;
   auto s = resolve_work_stream(stream, "aclrtStreamWaitEvent", &err);
   if (s == nullptr) return err;
   count(Counter::StreamWaitEvent);
@@ -192,6 +267,7 @@ aclError query_event_status(aclrtEvent event, aclrtEventRecordedStatus* status) 
   aclError err = ACL_SUCCESS;
   auto e = lookup(event, "aclrtQueryEventStatus", &err);
   if (e == nullptr) return err;
+  if ((err = forbid_external(*e, "aclrtQueryEventStatus")) != ACL_SUCCESS) return err;
   count(Counter::QueryEvent);
   bool complete = false;
   if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
@@ -206,6 +282,7 @@ aclError query_event(aclrtEvent event, aclrtEventStatus* status) {
   if (e == nullptr) return err;
   if ((err = forbid_ipc(*e, "aclrtQueryEvent")) != ACL_SUCCESS) return err;
   if ((err = forbid_new_mode(*e, "aclrtQueryEvent")) != ACL_SUCCESS) return err;
+  if ((err = forbid_external(*e, "aclrtQueryEvent")) != ACL_SUCCESS) return err;
   bool complete = false;
   if ((err = e->core->query(&complete)) != ACL_SUCCESS) return err;
   *status = complete ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
@@ -219,6 +296,7 @@ aclError query_event_wait_status(aclrtEvent event, aclrtEventWaitStatus* status)
   if (e == nullptr) return err;
   if ((err = forbid_ipc(*e, "aclrtQueryEventWaitStatus")) != ACL_SUCCESS) return err;
   if ((err = forbid_new_mode(*e, "aclrtQueryEventWaitStatus")) != ACL_SUCCESS) return err;
+  if ((err = forbid_external(*e, "aclrtQueryEventWaitStatus")) != ACL_SUCCESS) return err;
   // As CANN: about the wait tasks issued on the event, not its record. With
   // no wait issued (yet), or all of them finished, the answer is COMPLETE.
   *status = e->core->waits_pending() ? ACL_EVENT_WAIT_STATUS_NOT_READY : ACL_EVENT_WAIT_STATUS_COMPLETE;
@@ -229,14 +307,17 @@ aclError synchronize_event(aclrtEvent event) {
   aclError err = ACL_SUCCESS;
   auto e = lookup(event, "aclrtSynchronizeEvent", &err);
   if (e == nullptr) return err;
+  if ((err = forbid_external(*e, "aclrtSynchronizeEvent")) != ACL_SUCCESS) return err;
   count(Counter::SynchronizeEvent);
   return e->core->synchronize(-1);
 }
 
 aclError synchronize_event_with_timeout(aclrtEvent event, int32_t timeout) {
-  aclError err = ACL_SUCCESS;
+  aclError err = check_sync_timeout(timeout, "aclrtSynchronizeEventWithTimeout");
+  if (err != ACL_SUCCESS) return err;
   auto e = lookup(event, "aclrtSynchronizeEventWithTimeout", &err);
   if (e == nullptr) return err;
+  if ((err = forbid_external(*e, "aclrtSynchronizeEventWithTimeout")) != ACL_SUCCESS) return err;
   count(Counter::SynchronizeEvent);
   return e->core->synchronize(timeout);
 }
@@ -279,6 +360,8 @@ ACLSIM_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
   if (e == nullptr) return err;
   if ((err = forbid_ipc(*e, "aclrtResetEvent")) != ACL_SUCCESS) return err;
   if ((err = forbid_new_mode(*e, "aclrtResetEvent")) != ACL_SUCCESS) return err;
+  if ((err = forbid_device_use_only(*e, "aclrtResetEvent")) != ACL_SUCCESS) return err;
+  if ((err = forbid_without_wait_task(*e, "aclrtResetEvent")) != ACL_SUCCESS) return err;
   auto s = resolve_work_stream(stream, "aclrtResetEvent", &err);
   if (s == nullptr) return err;
   return e->core->reset(*s);
@@ -316,6 +399,8 @@ ACLSIM_API aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclr
   if (b == nullptr) return err;
   if ((err = forbid_ipc(*a, "aclrtEventElapsedTime")) != ACL_SUCCESS) return err;
   if ((err = forbid_ipc(*b, "aclrtEventElapsedTime")) != ACL_SUCCESS) return err;
+  if ((err = forbid_external(*a, "aclrtEventElapsedTime")) != ACL_SUCCESS) return err;
+  if ((err = forbid_external(*b, "aclrtEventElapsedTime")) != ACL_SUCCESS) return err;
   uint64_t t0 = 0, t1 = 0;
   if ((err = a->core->timestamp(&t0)) != ACL_SUCCESS) return err;
   if ((err = b->core->timestamp(&t1)) != ACL_SUCCESS) return err;
@@ -329,6 +414,7 @@ ACLSIM_API aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t* timestamp
   auto e = lookup(event, "aclrtEventGetTimestamp", &err);
   if (e == nullptr) return err;
   if ((err = forbid_ipc(*e, "aclrtEventGetTimestamp")) != ACL_SUCCESS) return err;
+  if ((err = forbid_external(*e, "aclrtEventGetTimestamp")) != ACL_SUCCESS) return err;
   uint64_t ns = 0;
   if ((err = e->core->timestamp(&ns)) != ACL_SUCCESS) return err;
   *timestamp = ns / 1000;  // microseconds
@@ -346,13 +432,13 @@ ACLSIM_API aclError aclrtGetEventId(aclrtEvent event, uint32_t* eventId) {
 }
 
 ACLSIM_API aclError aclrtIpcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle* handle) {
+  if (aclError rc = forbid_ipc_on_this_chip("aclrtIpcGetEventHandle"); rc != ACL_SUCCESS) return rc;
   if (handle == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcGetEventHandle: null output");
   aclError err = ACL_SUCCESS;
   auto e = lookup(event, "aclrtIpcGetEventHandle", &err);
   if (e == nullptr) return err;
   if (!e->is_ipc()) {
-    return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                "aclrtIpcGetEventHandle: the event was not created with ACL_EVENT_IPC");
+    return fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtIpcGetEventHandle: the event was not created with ACL_EVENT_IPC");
   }
   std::lock_guard<std::mutex> lock(e->mu);
   if (!e->exported) {
@@ -373,6 +459,7 @@ ACLSIM_API aclError aclrtIpcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle
 }
 
 ACLSIM_API aclError aclrtIpcOpenEventHandle(aclrtIpcEventHandle handle, aclrtEvent* event) {
+  if (aclError rc = forbid_ipc_on_this_chip("aclrtIpcOpenEventHandle"); rc != ACL_SUCCESS) return rc;
   if (event == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcOpenEventHandle: null output");
   broker::Ticket t;
   if (!broker::parse_ticket(broker::Kind::Event, handle.reserved, sizeof(handle.reserved), &t)) {

@@ -331,15 +331,24 @@ ACLSIM_API aclError aclrtDeviceCanAccessPeer(int32_t* canAccessPeer, int32_t dev
   if (!valid_device(deviceId) || !valid_device(peerDeviceId)) {
     return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtDeviceCanAccessPeer: invalid device id");
   }
-  *canAccessPeer = deviceId != peerDeviceId ? 1 : 0;
+  // As CANN (aclrtDeviceCanAccessPeerImpl): a device is no peer of itself.
+  if (deviceId == peerDeviceId) {
+    return fail(ACL_ERROR_INVALID_PARAM, "aclrtDeviceCanAccessPeer: deviceId == peerDeviceId");
+  }
+  *canAccessPeer = 1;
   return ACL_SUCCESS;
 }
 
 ACLSIM_API aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags) {
   int dev = -1;
   if (aclError rc = require_current_device(&dev); rc != ACL_SUCCESS) return rc;
-  if (flags != 0) return fail(ACL_ERROR_INVALID_PARAM, "aclrtDeviceEnablePeerAccess: flags must be 0");
-  if (!valid_device(peerDeviceId) || peerDeviceId == dev) {
+  // As CANN (aclrtDeviceEnablePeerAccessImpl): flags are reserved, and a
+  // device is no peer of itself.
+  if (flags != 0) return fail(ACL_ERROR_FEATURE_UNSUPPORTED, "aclrtDeviceEnablePeerAccess: flags must be 0");
+  if (peerDeviceId == dev) {
+    return fail(ACL_ERROR_INVALID_PARAM, "aclrtDeviceEnablePeerAccess: peer is the current device");
+  }
+  if (!valid_device(peerDeviceId)) {
     return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtDeviceEnablePeerAccess: invalid peer device id");
   }
   device(dev).peer_enabled[peerDeviceId] = true;

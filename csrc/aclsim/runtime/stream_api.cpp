@@ -1,5 +1,6 @@
 // ACL stream calls.
 #include <chrono>
+#include <string>
 
 #include "device.h"
 #include "stream.h"
@@ -18,18 +19,29 @@ aclError create_stream(aclrtStream* out) {
 }
 
 aclError destroy_stream(aclrtStream stream, bool force) {
-  if (stream == nullptr) return fail(ACL_ERROR_RT_STREAM_CONTEXT, "destroy stream: invalid stream handle");
+  if (stream == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream: null stream");
   aclError err = ACL_SUCCESS;
   auto s = resolve_work_stream(stream, "aclrtDestroyStream", &err);
   if (s == nullptr) return err;
   if (s->is_default()) return fail(ACL_ERROR_RT_PARAM_INVALID, "destroy stream: the default stream cannot be destroyed");
   stream_table().remove(stream);
-  if (force) s->discard_pending();
+  if (force) {
+    s->discard_pending();
+  } else {
+    // As CANN documents for aclrtDestroyStream: the call returns once the
+    // stream's queued work has run. A failed task is not reported here.
+    (void)s->synchronize(-1);
+  }
   count(Counter::StreamDestroy);
-  return ACL_SUCCESS;  // the worker finishes queued work, then stops
+  return ACL_SUCCESS;
 }
 
 aclError sync_stream(aclrtStream stream, int32_t timeout_ms) {
+  // As CANN (ApiErrorDecorator::StreamSynchronize): -1 (no limit) or positive.
+  if (timeout_ms == 0 || timeout_ms < -1) {
+    return fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtSynchronizeStreamWithTimeout: timeout " + std::to_string(timeout_ms) +
+                                                " ms is neither -1 (no limit) nor positive");
+  }
   count(Counter::SynchronizeStream);
   aclError err = ACL_SUCCESS;
   auto s = resolve_stream(stream, &err);
