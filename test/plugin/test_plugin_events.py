@@ -243,6 +243,11 @@ def p2p_consumer(arg_event: Event, to_cons: Any, to_prod: Any, results: Any) -> 
             else:
                 t.copy_(torch.full((N,), -v, device=f"npu:{dev}"))  # cross-device, ordered with sb
             ev.record(sb)
+            if way == "native-import":
+                # torch_npu queues a native record (task queue on) and returns before it reaches the
+                # runtime: the producer's wait, issued once "back" arrives, could bind to the previous
+                # record (seen in mode 2). Hand the record to the runtime, as docs/events.md says.
+                _ = sb.npu_stream
         if time.monotonic() - t_back >= HOST_FAST:
             problems.append("consumer: record back took long")
         to_prod.put(("back", t_back, problems))
