@@ -170,6 +170,13 @@ class Acl:
         assert e.value
         return e.value
 
+    def create_classic_event(self, flags: int) -> int:
+        """An event made by aclrtCreateEventWithFlag (CANN tracks its wait tasks; reset and query allowed)."""
+        e = ctypes.c_void_p()
+        self.check(self.lib.aclrtCreateEventWithFlag(ctypes.byref(e), flags), "aclrtCreateEventWithFlag")
+        assert e.value
+        return e.value
+
     def record(self, event: int, stream: int) -> None:
         self.check(self.lib.aclrtRecordEvent(event, stream), "aclrtRecordEvent")
 

@@ -97,12 +97,6 @@ def test_event_creation_flags() -> None:
             assert codes[kind][flags] == want, f"{kind} flags {flags:#x}: got {codes[kind][flags]}, want {want}"
 
 
-def classic_event(acl: Acl, flags: int) -> int:
-    ev = ctypes.c_void_p()
-    acl.check(acl.aclrtCreateEventWithFlag(ctypes.byref(ev), flags), "aclrtCreateEventWithFlag")
-    return ev.value
-
-
 def event_kinds_worker(results: Any) -> None:
     """The calls CANN refuses on external, device-only and timing-only events, and a DDSYNC wait."""
     acl = Acl()
@@ -116,19 +110,19 @@ def event_kinds_worker(results: Any) -> None:
     acl.record(default, s)
     codes["wait on ACL_EVENT_DEFAULT"] = acl.aclrtStreamWaitEvent(s, default)
 
-    external = classic_event(acl, ACL_EVENT_EXTERNAL)
+    external = acl.create_classic_event(ACL_EVENT_EXTERNAL)
     codes["external: record"] = acl.aclrtRecordEvent(external, s)
     codes["external: aclrtSynchronizeEvent"] = acl.aclrtSynchronizeEvent(external)
     codes["external: aclrtQueryEventStatus"] = acl.aclrtQueryEventStatus(external, ctypes.byref(st))
     codes["external: aclrtQueryEvent"] = acl.aclrtQueryEvent(external, ctypes.byref(st))
     codes["external: aclrtEventGetTimestamp"] = acl.aclrtEventGetTimestamp(external, ctypes.byref(ctypes.c_uint64()))
 
-    device_only = classic_event(acl, ACL_EVENT_DEVICE_USE_ONLY)
+    device_only = acl.create_classic_event(ACL_EVENT_DEVICE_USE_ONLY)
     codes["device-only: record"] = acl.aclrtRecordEvent(device_only, s)
     codes["device-only: wait"] = acl.aclrtStreamWaitEvent(s, device_only)
     codes["device-only: reset"] = acl.aclrtResetEvent(device_only, s)
 
-    timing = classic_event(acl, ACL_EVENT_TIME_LINE)
+    timing = acl.create_classic_event(ACL_EVENT_TIME_LINE)
     acl.record(timing, s)
     codes["time-line: reset"] = acl.aclrtResetEvent(timing, s)
     acl.sync_stream(s)

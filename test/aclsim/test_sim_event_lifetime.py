@@ -44,14 +44,6 @@ WAIT_COMPLETE = 0
 WAIT_NOT_READY = 1
 
 
-def old_style_event(acl: Acl, flags: int) -> int:
-    """An event made by aclrtCreateEventWithFlag (CANN tracks its wait tasks)."""
-    e = ctypes.c_void_p()
-    acl.check(acl.aclrtCreateEventWithFlag(ctypes.byref(e), flags), "aclrtCreateEventWithFlag")
-    assert e.value
-    return e.value
-
-
 def wait_status(acl: Acl, event: int) -> int:
     st = ctypes.c_int(-1)
     acl.check(acl.aclrtQueryEventWaitStatus(event, ctypes.byref(st)), "aclrtQueryEventWaitStatus")
@@ -108,7 +100,7 @@ def wait_status_worker(results: Any) -> None:
     a, b = acl.create_stream(), acl.create_stream()
     out: dict[str, Any] = {}
     for flags in (ACL_EVENT_SYNC, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE):
-        ev = old_style_event(acl, flags)
+        ev = acl.create_classic_event(flags)
         seen = [wait_status(acl, ev)]  # never recorded, never waited
         acl.sleep(a, 0.3)
         acl.record(ev, a)

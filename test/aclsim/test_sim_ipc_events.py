@@ -169,9 +169,8 @@ def forbidden_calls_worker(results: Any) -> None:
     # As CANN's runtime: no reset and no aclrtQueryEvent on ANY event aclrtCreateEventExWithFlag made.
     codes["ex-event:aclrtResetEvent"] = acl.aclrtResetEvent(other, s)
     codes["ex-event:aclrtQueryEvent"] = acl.aclrtQueryEvent(other, ctypes.byref(st))
-    classic = ctypes.c_void_p()
-    acl.check(acl.aclrtCreateEventWithFlag(ctypes.byref(classic), ACL_EVENT_SYNC), "aclrtCreateEventWithFlag")
-    acl.record(classic.value, s)
+    classic = acl.create_classic_event(ACL_EVENT_SYNC)
+    acl.record(classic, s)
     acl.sync_stream(s)
     # The allowed calls still work on the IPC event.
     allowed = {

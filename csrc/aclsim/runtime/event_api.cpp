@@ -148,13 +148,6 @@ aclError forbid_without_wait_task(const Event& e, const char* call) {
                                                     " has no wait task (it needs ACL_EVENT_SYNC)");
 }
 
-// CANN's rule for a synchronize timeout in ms: -1 (no limit) or positive.
-aclError check_sync_timeout(int32_t timeout, const char* call) {
-  if (timeout == -1 || timeout > 0) return ACL_SUCCESS;
-  return fail(ACL_ERROR_RT_PARAM_INVALID, std::string(call) + ": timeout " + std::to_string(timeout) +
-                                              " ms is neither -1 (no limit) nor positive");
-}
-
 // As CANN's runtime (ApiImpl::EventReset, ApiImplEvent::EventQuery in
 // hicann/runtime): refused on every event aclrtCreateEventExWithFlag made.
 aclError forbid_new_mode(const Event& e, const char* call) {

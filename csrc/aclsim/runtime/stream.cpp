@@ -178,4 +178,10 @@ aclError enqueue(aclrtStream stream, const char* what, Task task) {
   return s->enqueue(what, std::move(task));
 }
 
+aclError check_sync_timeout(int32_t timeout_ms, const char* call) {
+  if (timeout_ms == -1 || timeout_ms > 0) return ACL_SUCCESS;
+  return fail(ACL_ERROR_RT_PARAM_INVALID, std::string(call) + ": timeout " + std::to_string(timeout_ms) +
+                                              " ms is neither -1 (no limit) nor positive");
+}
+
 }  // namespace aclsim

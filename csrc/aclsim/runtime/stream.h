@@ -71,6 +71,12 @@ class Stream {
 
 HandleTable<Stream>& stream_table();
 
+// CANN's rule for the timeout of aclrtSynchronizeStreamWithTimeout and
+// aclrtSynchronizeEventWithTimeout (ApiErrorDecorator::StreamSynchronize,
+// ::EventSynchronize): -1 (no limit) or positive ms. Otherwise fails `call`
+// with ACL_ERROR_RT_PARAM_INVALID.
+aclError check_sync_timeout(int32_t timeout_ms, const char* call);
+
 
 // Resolves an aclrtStream argument: nullptr means the default stream of the
 // calling thread's current device. On failure returns nullptr and sets the

@@ -1,6 +1,5 @@
 // ACL stream calls.
 #include <chrono>
-#include <string>
 
 #include "device.h"
 #include "stream.h"
@@ -37,11 +36,7 @@ aclError destroy_stream(aclrtStream stream, bool force) {
 }
 
 aclError sync_stream(aclrtStream stream, int32_t timeout_ms) {
-  // As CANN (ApiErrorDecorator::StreamSynchronize): -1 (no limit) or positive.
-  if (timeout_ms == 0 || timeout_ms < -1) {
-    return fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtSynchronizeStreamWithTimeout: timeout " + std::to_string(timeout_ms) +
-                                                " ms is neither -1 (no limit) nor positive");
-  }
+  if (aclError rc = check_sync_timeout(timeout_ms, "aclrtSynchronizeStreamWithTimeout"); rc != ACL_SUCCESS) return rc;
   count(Counter::SynchronizeStream);
   aclError err = ACL_SUCCESS;
   auto s = resolve_stream(stream, &err);
