@@ -80,7 +80,11 @@ def report() -> list[str]:
     )
     lines.append(
         "  tensor sharing                             "
-        + ("plugin (IPC memory + IPC events)" if not reason else "unavailable: " + reason)
+        + (
+            "plugin (IPC memory + IPC events)"
+            if not reason
+            else "plugin (IPC memory); no IPC events, so each send synchronizes the producer's stream: " + reason
+        )
     )
     lines.append(f"  in-flight event budget                     {_C._inflight_budget()}")
     if not reason:

@@ -336,9 +336,10 @@ def sharing_stats() -> dict[str, Any]:
         that are not released yet, received or not), ``live_slots_self`` (those
         of them this process received itself), ``fallback_syncs`` (sends that
         synchronized instead of recording an event: over the in-flight budget,
-        or ``out_of_events_sends`` of them because the device had no IPC event
-        left), ``in_fallback`` (the latest send synchronized; it changes
-        only at the next send), and
+        ``out_of_events_sends`` of them because the device had no IPC event
+        left, or ``no_ipc_event_sends`` because the NPU or its runtime has no
+        IPC events at all), ``in_fallback`` (the latest send synchronized; it
+        changes only at the next send), and
         ``release_syncs`` (times this process, as a receiver, gave tensors back
         by synchronizing a stream because it could not record a fence event
         on it: the device was out of events, or torch_npu's task queue failed).
@@ -357,7 +358,14 @@ def _note_fallback(event_handle: bytes, device: int) -> None:
     if not _fallback_warned:
         _fallback_warned = True
         budget = _C._inflight_budget()
-        if device_had_none:
+        unsupported = _C._ipc_event_unsupported_reason(device)
+        if unsupported:
+            msg = (
+                f"torch_npu_ipc: npu:{device} cannot share tensors with events: {unsupported}; every send "
+                "synchronizes the producer's stream instead (the receiver needs no wait), as torch_npu's own "
+                "sharing does there"
+            )
+        elif device_had_none:
             msg = (
                 f"torch_npu_ipc: npu:{device} has no IPC event left (the runtime's limit; CANN's is 65,536 per "
                 "device); synchronizing the producer's stream instead of recording events until some are freed "

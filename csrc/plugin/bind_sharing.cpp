@@ -84,6 +84,7 @@ void bind_sharing(py::module_& m) {
     d["live_slots_self"] = s.live_slots_self;
     d["fallback_syncs"] = s.fallback_syncs;
     d["out_of_events_sends"] = s.out_of_events_sends;
+    d["no_ipc_event_sends"] = s.no_ipc_event_sends;
     d["in_fallback"] = s.in_fallback;
     d["release_syncs"] = s.release_syncs;
     return d;

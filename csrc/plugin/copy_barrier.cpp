@@ -348,9 +348,15 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
   const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
 
   bool done = false;
-  if (mode == CopyMode::kEvents && events_usable(s)) {
-    done = barrier_copy(src_stream, dst_stream, b.data_ptr(), a.const_data_ptr(), bytes);
+  if (mode == CopyMode::kEvents) {
+    if (events_usable(s)) done = barrier_copy(src_stream, dst_stream, b.data_ptr(), a.const_data_ptr(), bytes);
     if (done) stats().event_copies.fetch_add(1, std::memory_order_relaxed);
+    // No events here, or they just failed: said once per process (a device
+    // out of events has its own warning, per episode: note_out_of_events).
+    if (!done && !events_usable(s)) {
+      TORCH_WARN_ONCE("torch_npu_ipc: ", copies_event_unsupported_reason(s),
+                      " (torch_npu_ipc.copies.status() and `python -m torch_npu_ipc doctor` say so too)");
+    }
   }
   if (!done) {
     synchronize(dst_stream);  // dst memory free of earlier work on D

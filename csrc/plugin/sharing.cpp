@@ -98,6 +98,7 @@ struct State {
   uint64_t next_tag = 1;
   int64_t fallback_syncs = 0;
   int64_t out_of_events_sends = 0;  // those of fallback_syncs the device had no IPC event for
+  int64_t no_ipc_event_sends = 0;   // those of fallback_syncs made where IPC events are unsupported
   bool in_fallback = false;
   std::atomic<int64_t> release_syncs{0};  // the releaser's, see Releaser::run
   std::mutex events_mu;
@@ -481,27 +482,27 @@ Descriptor share_storage(const c10::Storage& storage) {
   // Order the receiver after every write the producer launched so far.
   try {
     c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(dev.index());
+    // Where the NPU or its runtime has no IPC events, every send synchronizes
+    // (as torch_npu's own sharing does there) rather than fail: Python warns
+    // once with this reason (sharing.py, _note_fallback).
+    const bool events_supported = ipc_events_unsupported_reason(dev.index()).empty();
     std::shared_ptr<IpcEvent> event;
     {
       std::lock_guard<std::mutex> lock(s.mu);
       const bool full = s.inflight_events >= inflight_budget() || ++s.shares_since_prune >= kFullPruneEvery;
-      if (prune_inflight_locked(s, full) < inflight_budget()) {
-        s.in_fallback = false;
-      } else {
-        s.in_fallback = true;
-        ++s.fallback_syncs;
-      }
-      if (!s.in_fallback) {
+      const bool within_budget = prune_inflight_locked(s, full) < inflight_budget();
+      if (!events_supported) {
+        ++s.no_ipc_event_sends;
+      } else if (within_budget) {
         std::string exhausted;
         event = EventManager::get().try_acquire(dev.index(), &exhausted);
-        if (event == nullptr) {
-          // The device has no IPC event left: synchronize like a send over
-          // the budget rather than fail it (a Queue's feeder thread would
-          // print the error and drop the message).
-          ++s.fallback_syncs;
-          ++s.out_of_events_sends;
-        }
+        // No IPC event left on the device: synchronize like a send over the
+        // budget rather than fail it (a Queue's feeder thread would print the
+        // error and drop the message).
+        if (event == nullptr) ++s.out_of_events_sends;
       }
+      s.in_fallback = event == nullptr;
+      s.fallback_syncs += event == nullptr;
       s.inflight.push_back(Inflight{ref, event, Clock::now()});
       s.inflight_events += event != nullptr;
     }
@@ -509,7 +510,7 @@ Descriptor share_storage(const c10::Storage& storage) {
       event->record(stream);
       d.event_handle = event->handle();
     } else {
-      stream.synchronize();  // over budget or out of events: the receiver needs no wait
+      stream.synchronize();  // no events here, over budget or out of events: the receiver needs no wait
     }
   } catch (...) {
     // No descriptor leaves: free the slot, or it would keep the block
@@ -647,6 +648,7 @@ SharingStats sharing_stats() {
   }
   st.fallback_syncs = s.fallback_syncs;
   st.out_of_events_sends = s.out_of_events_sends;
+  st.no_ipc_event_sends = s.no_ipc_event_sends;
   st.in_fallback = s.in_fallback;
   st.release_syncs = s.release_syncs.load(std::memory_order_relaxed);
   return st;

@@ -61,6 +61,7 @@ struct SharingStats {
   int64_t live_slots_self = 0;  // those of them this process received itself
   int64_t fallback_syncs = 0;
   int64_t out_of_events_sends = 0;  // fallback_syncs made because the device had no IPC event left
+  int64_t no_ipc_event_sends = 0;   // fallback_syncs made because the NPU or runtime has no IPC events
   bool in_fallback = false;
   int64_t release_syncs = 0;  // releases that synchronized a stream: no fence could be recorded
 };

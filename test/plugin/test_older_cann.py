@@ -69,11 +69,16 @@ def test_copies_fall_back_to_synchronize_and_say_why() -> None:
         """
 import aclsim, torch_npu_ipc, torch
 from torch_npu_ipc import copies
+import warnings
 x = torch.arange(1000, dtype=torch.float32, device="npu:0")
 before = aclsim.counters().get("aclrtSynchronizeStream", 0)
-y = x.to("npu:1")
-z = torch.empty(1000, device="npu:0")
-z.copy_(y)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    y = x.to("npu:1")
+    z = torch.empty(1000, device="npu:0")
+    z.copy_(y)
+said = [str(w.message) for w in caught if "cross-device copies synchronize" in str(w.message)]
+assert len(said) == 1 and "aclrtIpcGetEventHandle is missing" in said[0], [str(w.message) for w in caught]
 assert torch.equal(z.cpu(), torch.arange(1000, dtype=torch.float32))
 st = copies.status()
 assert st["path"] == "synchronize", st
@@ -100,9 +105,10 @@ def test_doctor_reports_the_probe() -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     assert "IPC events     UNSUPPORTED: aclrtIpcOpenEventHandle is missing" in r.stdout, r.stdout
     assert "stream synchronize" in r.stdout and "aclrtIpcOpenEventHandle" in r.stdout, r.stdout
-    for feature in ("interprocess Event", "tensor sharing"):
-        line = next(x for x in r.stdout.splitlines() if x.strip().startswith(feature))
-        assert "unavailable: aclrtIpcOpenEventHandle is missing" in line, line
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("interprocess Event"))
+    assert "unavailable: aclrtIpcOpenEventHandle is missing" in line, line
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("tensor sharing"))
+    assert "each send synchronizes the producer's stream: aclrtIpcOpenEventHandle is missing" in line, line
 
 
 def test_sharing_without_ipc_memory_names_the_function() -> None:
@@ -125,6 +131,8 @@ except RuntimeError as exc:
 def test_a_chip_without_ipc_events() -> None:
     """Every function is there but the chip refuses IPC events (207000): each feature falls back or says why.
 
+    Interprocess events raise; sharing and cross-device copies synchronize.
+
     Before the plugin checked its probe there, an interprocess Event and each
     send reported "no IPC event left" (the out-of-events path) instead.
     """
@@ -140,16 +148,20 @@ except RuntimeError as exc:
     assert "does not support interprocess events" in str(exc), str(exc)
 else:
     raise SystemExit("Event(interprocess=True) worked")
-for name, call in (
-    ("from_ipc_handle", lambda: torch_npu_ipc.Event.from_ipc_handle(0, bytes(64))),
-    ("export_tensor", lambda: torch_npu_ipc.export_tensor(torch.ones(4, device="npu:0"))),
-):
-    try:
-        call()
-    except RuntimeError as exc:
-        assert "not available here: this NPU does not support interprocess events" in str(exc), (name, str(exc))
-    else:
-        raise SystemExit(name + " worked")
+try:
+    torch_npu_ipc.Event.from_ipc_handle(0, bytes(64))
+except RuntimeError as exc:
+    assert "not available here: this NPU does not support interprocess events" in str(exc), str(exc)
+else:
+    raise SystemExit("from_ipc_handle worked")
+# Sharing synchronizes instead (test_plugin_sharing_lifetimes.py has the cross-process test).
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    shared = torch_npu_ipc.import_tensor(torch_npu_ipc.export_tensor(torch.full((4,), 3.0, device="npu:0")))
+assert torch.equal(shared.cpu(), torch.full((4,), 3.0))
+assert any("cannot share tensors with events" in str(w.message) for w in caught), [str(w.message) for w in caught]
+assert torch_npu_ipc.sharing_stats()["no_ipc_event_sends"] == 1
 # torch_npu 2.13 gives an all-zero handle for a plain event here ("not supported" is only logged);
 # older releases have no ipc_handle() at all.
 plain = torch.npu.Event()
@@ -163,7 +175,11 @@ else:
     raise SystemExit("a plain event was reduced")
 x = torch.arange(1000, dtype=torch.float32, device="npu:0")
 before = aclsim.counters().get("aclrtSynchronizeStream", 0)
-y = x.to("npu:1")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    y = x.to("npu:1")
+said = [str(w.message) for w in caught if "cross-device copies synchronize" in str(w.message)]
+assert len(said) == 1 and "does not support interprocess events" in said[0], [str(w.message) for w in caught]
 assert torch.equal(y.cpu(), torch.arange(1000, dtype=torch.float32))
 st = copies.status()
 assert st["path"] == "synchronize" and "does not support interprocess events" in st["fallback_reason"], st

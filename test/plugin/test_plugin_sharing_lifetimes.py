@@ -12,6 +12,8 @@
 - A send whose device has no IPC event left synchronizes instead and warns
   (also in a Queue's feeder thread, where an error would drop the message);
   sends use events again once receivers caught up.
+- On a chip without IPC events every send synchronizes, with one warning,
+  and receivers wait on nothing.
 - ``Tensor.record_stream`` keeps working on shared memory: a block this
   process shared is not reused while a side stream that recorded it still
   reads it (also when the plugin's cross-device copy records it, or torch
@@ -379,6 +381,58 @@ def test_out_of_ipc_events_sends_synchronize(monkeypatch: pytest.MonkeyPatch, co
     s = Scenario()
     s.also_expect("consumer")
     s.start("producer", _out_of_events_producer, s.results)
+    s.finish(timeout=180)
+
+
+# ------------------------------------------------------------------- no IPC events at all
+def _no_ipc_events_consumer(inbox: Any, outbox: Any) -> None:
+    c0 = aclsim.counters()
+    t = get(inbox)  # pickled in the producer's Queue feeder thread
+    assert torch.equal(t.cpu(), torch.full((SMALL,), 9.0)), "the tensor put on the Queue lost data"
+    _receive_expect(inbox, SMALL, 10.0, "the send that synchronized lost the slow write")
+    d = delta(c0, aclsim.counters())
+    assert d.get("ipc_event_open", 0) == 0 and d.get("aclrtStreamWaitEvent", 0) == 0, d
+    del t
+    outbox.put("received")
+
+
+def _no_ipc_events_producer(results: Any) -> None:
+    assert "207000" in torch_npu_ipc._C._ipc_event_unsupported_reason(0)
+    to_cons, from_cons = Scenario().queue(), Scenario().queue()
+    cons = spawn_reporting(results, "consumer", _no_ipc_events_consumer, to_cons, from_cons)
+    slow = torch.zeros(SMALL, device="npu:0")
+    aclsim.sleep(torch.npu.current_stream(0).npu_stream, 0.3)
+    slow.add_(10.0)  # behind 0.3 s of device work: the send must order the receiver after it
+    c0 = aclsim.counters()
+    with pytest.warns(UserWarning, match="npu:0 cannot share tensors with events: this NPU does not support"):
+        data = torch_npu_ipc.export_tensor(slow)
+    assert delta(c0, aclsim.counters()).get("aclrtSynchronizeStream", 0) >= 1, "the send did not synchronize"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one warning per process
+        torch_npu_ipc.import_tensor(torch_npu_ipc.export_tensor(slow))
+    queued = torch.full((SMALL,), 9.0, device="npu:0")
+    to_cons.put(queued)  # the feeder thread pickles it: must arrive, not be printed and dropped
+    to_cons.put(data)
+    assert get(from_cons) == "received"
+    st = torch_npu_ipc.sharing_stats()
+    assert st["no_ipc_event_sends"] == 3 and st["fallback_syncs"] == 3 and st["in_fallback"], st
+    assert st["out_of_events_sends"] == 0 and st["inflight_events"] == 0, st
+    del queued, slow
+    _drain()
+    cons.join(60)
+    assert cons.exitcode == 0
+
+
+def test_sharing_without_ipc_events_synchronizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a chip without IPC events, sends synchronize (one warning) and receivers wait on nothing.
+
+    Before, every send raised "Interprocess events: not available here", where
+    torch_npu's own sharing works by synchronizing.
+    """
+    monkeypatch.setenv("ACLSIM_IPC_EVENTS", "0")
+    s = Scenario()
+    s.also_expect("consumer")
+    s.start("producer", _no_ipc_events_producer, s.results)
     s.finish(timeout=180)
 
 
