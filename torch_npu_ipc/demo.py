@@ -8,6 +8,9 @@
     when there are too few devices);
 (c) a pipelined tensor handoff with a progress bar and a summary.
 
+(a) and (b) print [SKIP] with the reason on an NPU without interprocess
+events; (c) then runs with a stream synchronize per send and says so.
+
 Runs on the NPU when CANN is installed, else on aclsim. Prints [SUCCESS] or
 [FAILURE] and exits 0 or 1.
 """
@@ -49,6 +52,14 @@ def _counters() -> dict[str, int]:
     return aclsim.counters()
 
 
+def _no_events(flow: str, what: str) -> bool:
+    """Print [SKIP] for ``flow`` and return True when this NPU has no interprocess events."""
+    reason = torch_npu_ipc._C._ipc_event_unsupported_reason(0)
+    if reason:
+        print(f"  ({flow}) [SKIP] {what} needs interprocess events: {reason}")
+    return bool(reason)
+
+
 # ------------------------------------------------------------ (a) handshake
 def _handshake_consumer(inbox: mp.Queue, outbox: mp.Queue) -> None:
     torch.npu.set_device(0)
@@ -60,7 +71,9 @@ def _handshake_consumer(inbox: mp.Queue, outbox: mp.Queue) -> None:
     inbox.get(timeout=TIMEOUT)  # keep the tensor alive until the producer read it
 
 
-def handshake() -> bool:
+def handshake() -> bool | None:
+    if _no_events("a", "the handshake"):
+        return None
     ctx = mp.get_context("spawn")
     inbox, outbox = ctx.Queue(), ctx.Queue()
     consumer = ctx.Process(target=_handshake_consumer, args=(inbox, outbox), daemon=True)
@@ -101,6 +114,8 @@ def fanout(consumers: int) -> bool | None:
     count = torch.npu.device_count()
     if count < consumers + 1:
         print(f"  (b) [SKIP] 1 producer -> {consumers} consumers needs {consumers + 1} devices, found {count}")
+        return None
+    if _no_events("b", f"1 producer -> {consumers} consumers"):
         return None
     ctx = mp.get_context("spawn")
     outbox = ctx.Queue()

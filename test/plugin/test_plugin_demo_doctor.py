@@ -13,8 +13,8 @@ from torch_npu_ipc import _C
 from torch_npu_ipc.streams import per_stream_queue_refusal
 
 
-def _run(args: list[str], timeout: float = 240.0) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, ACLSIM_DEVICES="4")
+def _run(args: list[str], timeout: float = 240.0, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, ACLSIM_DEVICES="4", **extra_env)
     return subprocess.run(
         [sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
     )
@@ -45,6 +45,18 @@ def test_demo_skips_fanout_with_too_few_devices() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "[SKIP] 1 producer -> 7 consumers needs 8 devices, found 4" in out.stdout
     assert "[SUCCESS]" in out.stdout
+
+
+def test_demo_on_a_chip_without_ipc_events() -> None:
+    """The flows that need interprocess events say why they skip; the handoff synchronizes each send."""
+    out = _run(["torch_npu_ipc.demo", "--tensors", "10"], ACLSIM_IPC_EVENTS="0")
+    assert out.returncode == 0, out.stdout + out.stderr
+    reason = "needs interprocess events: this NPU does not support interprocess events"
+    assert f"(a) [SKIP] the handshake {reason}" in out.stdout, out.stdout
+    assert f"(b) [SKIP] 1 producer -> 3 consumers {reason}" in out.stdout, out.stdout
+    assert "producer stream synchronizes: 10 (synchronizes avoided: 0)" in out.stdout, out.stdout
+    assert "every tensor arrived with its final value: ok" in out.stdout and "[SUCCESS]" in out.stdout
+    assert "npu:0 cannot share tensors with events" in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("command", [["torch_npu_ipc", "doctor"], ["torch_npu_ipc"]])
