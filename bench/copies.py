@@ -65,11 +65,13 @@ import torch_npu_ipc  # noqa: F401  (activates aclsim before torch is imported)
 import torch
 
 import aclsim
-from torch_npu_ipc import copies
+from torch_npu_ipc import _C, copies
 
 GOAL = 1.2
 # ``python -m torch_npu_ipc.bench --quick``: a short smoke run.
 QUICK_ARGS = ["--iters", "20"]
+# The runner skips this benchmark where interprocess events are unsupported.
+NEEDS_IPC_EVENTS = True
 # Timed calls per case in a row (see _regime).
 BLOCK = 5
 
@@ -226,6 +228,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     if torch.npu.device_count() < 2:
         raise SystemExit("needs two NPUs (aclsim: ACLSIM_DEVICES=2 or more)")
+    missing = _C._ipc_event_unsupported_reason(0)
+    if missing:
+        raise SystemExit(f"measures the event barrier, which needs interprocess events: {missing}")
     x = torch.zeros(args.numel, dtype=torch.float32, device="npu:0")
     cases = _cases(torch.zeros(args.numel, dtype=torch.float32, device="npu:1"))
     with copies.disabled():  # the caller's setting is back afterwards, whatever the body switched

@@ -56,6 +56,8 @@ ACL_ERROR_REPEAT_INITIALIZE = 100002
 GOAL_US = 50.0
 # ``python -m torch_npu_ipc.bench --quick``: a short smoke run.
 QUICK_ARGS = ["--iters", "200", "--warmup", "20"]
+# The runner skips this benchmark where interprocess events are unsupported.
+NEEDS_IPC_EVENTS = True
 CHILD_TIMEOUT_S = 60.0
 SYNC_TIMEOUT_MS = 30_000  # a lost signal fails the run instead of hanging it
 

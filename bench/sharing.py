@@ -80,6 +80,8 @@ WINDOW = 16
 WARMUP = 20
 # ``python -m torch_npu_ipc.bench --quick``: a short smoke run.
 QUICK_ARGS = ["--iters", "300", "--repeat", "1", "--pipeline", "100"]
+# The runner skips this benchmark where interprocess events are unsupported.
+NEEDS_IPC_EVENTS = True
 CTX = mp.get_context("spawn")
 
 
@@ -240,6 +242,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         p.error(f"--iters must be >= 1 and < {1000 - WARMUP}: torch_npu's native path degrades past 1000 shares")
     if args.repeat < 1 or args.pipeline < 1 or args.work_ms <= 0:
         p.error("--repeat and --pipeline must be >= 1, --work-ms > 0")
+    from torch_npu_ipc import _C
+
+    missing = _C._ipc_event_unsupported_reason(0)
+    if missing:
+        raise SystemExit(f"measures event-synchronized sharing, which needs interprocess events: {missing}")
 
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     for _ in range(args.repeat):

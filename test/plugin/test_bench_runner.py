@@ -24,11 +24,11 @@ def test_summary_picks_medians_ratios_and_goals() -> None:
     assert rows == {"copies.ratio_to_same_device.events": 1.1, "copies.goal_met": True, "latency.event.median_us": 24.0}
 
 
-def _run_bench(*args: str) -> subprocess.CompletedProcess[str]:
+def _run_bench(*args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
     """``python -m torch_npu_ipc.bench ARGS`` on two simulated devices; asserts it succeeded."""
     r = subprocess.run(
         [sys.executable, "-m", "torch_npu_ipc.bench", *args],
-        env=dict(os.environ, ACLSIM_DEVICES="2"),
+        env=dict(os.environ, ACLSIM_DEVICES="2", **extra_env),
         capture_output=True,
         text=True,
         timeout=600,
@@ -66,6 +66,28 @@ def test_runner_quick_runs_every_benchmark(tmp_path: Path) -> None:
     assert not any(isinstance(v, dict) and v.get("error") for v in data.values())
     assert data["sharing"]["pipeline"]["events"]["tensors_per_s"] > 0
     assert data["copies"]["iters"] == 20
+
+
+def test_runner_skips_event_benchmarks_without_ipc_events(tmp_path: Path) -> None:
+    """On an NPU without interprocess events they would time the fallbacks under the events' names."""
+    out_json = tmp_path / "bench.json"
+    r = _run_bench("--quick", "--json", str(out_json), ACLSIM_IPC_EVENTS="0")
+    data = json.loads(out_json.read_text())
+    for name in ("copies", "ipc_event_latency", "sharing"):
+        assert f"[SKIP] {name} measures interprocess events: this NPU does not support" in r.stdout, r.stdout
+        assert "207000" in data[name]["skipped"], data[name]
+    assert data["copy_hook"]["npu copy_"]["median_us_on"] > 0, data["copy_hook"]
+    for name in ("copies", "sharing"):  # run alone, each says why it cannot measure
+        module = bench._load(bench.BENCH_DIR / f"{name}.py")
+        alone = subprocess.run(
+            [sys.executable, str(module.__file__)],
+            env=dict(os.environ, ACLSIM_DEVICES="2", ACLSIM_IPC_EVENTS="0"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert alone.returncode == 1 and "needs interprocess events: this NPU does not" in alone.stderr, alone.stderr
 
 
 @pytest.mark.parametrize(
