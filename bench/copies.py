@@ -65,7 +65,8 @@ import torch_npu_ipc  # noqa: F401  (activates aclsim before torch is imported)
 import torch
 
 import aclsim
-from torch_npu_ipc import _C, copies
+from torch_npu_ipc import copies
+from torch_npu_ipc.bench import require_ipc_events
 
 GOAL = 1.2
 # ``python -m torch_npu_ipc.bench --quick``: a short smoke run.
@@ -228,9 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     if torch.npu.device_count() < 2:
         raise SystemExit("needs two NPUs (aclsim: ACLSIM_DEVICES=2 or more)")
-    missing = _C._ipc_event_unsupported_reason(0)
-    if missing:
-        raise SystemExit(f"measures the event barrier, which needs interprocess events: {missing}")
+    require_ipc_events("measures the event barrier")
     x = torch.zeros(args.numel, dtype=torch.float32, device="npu:0")
     cases = _cases(torch.zeros(args.numel, dtype=torch.float32, device="npu:1"))
     with copies.disabled():  # the caller's setting is back afterwards, whatever the body switched

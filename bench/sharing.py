@@ -242,11 +242,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         p.error(f"--iters must be >= 1 and < {1000 - WARMUP}: torch_npu's native path degrades past 1000 shares")
     if args.repeat < 1 or args.pipeline < 1 or args.work_ms <= 0:
         p.error("--repeat and --pipeline must be >= 1, --work-ms > 0")
-    from torch_npu_ipc import _C
+    from torch_npu_ipc.bench import require_ipc_events
 
-    missing = _C._ipc_event_unsupported_reason(0)
-    if missing:
-        raise SystemExit(f"measures event-synchronized sharing, which needs interprocess events: {missing}")
+    require_ipc_events("measures event-synchronized sharing")
 
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     for _ in range(args.repeat):

@@ -100,6 +100,16 @@ def _ipc_events_missing() -> str:
     return _C._ipc_event_unsupported_reason(torch.npu.current_device())
 
 
+def require_ipc_events(what: str) -> None:
+    """Exit with the reason when this machine has no interprocess events (a benchmark run alone).
+
+    ``what`` says what the benchmark measures; without events it would time a fallback instead.
+    """
+    missing = _ipc_events_missing()
+    if missing:
+        raise SystemExit(f"{what}, which needs interprocess events: {missing}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_npu_ipc.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", help="benchmark names (files in bench/) to run")
