@@ -15,6 +15,7 @@ import functools
 import math
 import struct
 import sys
+import threading
 import time
 import warnings
 import zlib
@@ -49,6 +50,8 @@ _MAX_DIMS = 64
 
 _fallback_warned = False
 _out_of_events_seen = 0  # _C._out_of_events_sends() at the last fallback send
+# Guards the two above: sends from several threads (queue feeders) warn once between them.
+_fallback_lock = threading.Lock()
 
 
 def _pack_str(b: bytes) -> bytes:
@@ -352,37 +355,39 @@ def _note_fallback(event_handle: bytes, device: int) -> None:
     if event_handle:
         _fallback_warned = False
         return
-    out_of_events = _C._out_of_events_sends()
-    device_had_none = out_of_events != _out_of_events_seen
-    _out_of_events_seen = out_of_events
-    if not _fallback_warned:
+    with _fallback_lock:
+        out_of_events = _C._out_of_events_sends()
+        device_had_none = out_of_events != _out_of_events_seen
+        _out_of_events_seen = out_of_events
+        if _fallback_warned:
+            return
         _fallback_warned = True
-        budget = _C._inflight_budget()
-        unsupported = _C._ipc_event_unsupported_reason(device)
-        if unsupported:
-            msg = (
-                f"torch_npu_ipc: npu:{device} cannot share tensors with events: {unsupported}; every send "
-                "synchronizes the producer's stream instead (the receiver needs no wait), as torch_npu's own "
-                "sharing does there"
-            )
-        elif device_had_none:
-            msg = (
-                f"torch_npu_ipc: npu:{device} has no IPC event left (the runtime's limit; CANN's is 65,536 per "
-                "device); synchronizing the producer's stream instead of recording events until some are freed "
-                "(drop the interprocess Events you no longer need)"
-            )
-        elif budget == 0:
-            msg = (
-                "torch_npu_ipc: TORCH_NPU_IPC_MAX_INFLIGHT=0: every send synchronizes the producer's stream "
-                "instead of recording an event"
-            )
-        else:
-            msg = (
-                f"torch_npu_ipc: {budget} shared tensors are waiting for their receivers; synchronizing the "
-                "producer's stream instead of recording events until receivers catch up "
-                "(raise TORCH_NPU_IPC_MAX_INFLIGHT or receive faster)"
-            )
-        warnings.warn(msg, stacklevel=3)
+    budget = _C._inflight_budget()
+    unsupported = _C._ipc_event_unsupported_reason(device)
+    if unsupported:
+        msg = (
+            f"torch_npu_ipc: npu:{device} cannot share tensors with events: {unsupported}; every send "
+            "synchronizes the producer's stream instead (the receiver needs no wait), as torch_npu's own "
+            "sharing does there"
+        )
+    elif device_had_none:
+        msg = (
+            f"torch_npu_ipc: npu:{device} has no IPC event left (the runtime's limit; CANN's is 65,536 per "
+            "device); synchronizing the producer's stream instead of recording events until some are freed "
+            "(drop the interprocess Events you no longer need)"
+        )
+    elif budget == 0:
+        msg = (
+            "torch_npu_ipc: TORCH_NPU_IPC_MAX_INFLIGHT=0: every send synchronizes the producer's stream "
+            "instead of recording an event"
+        )
+    else:
+        msg = (
+            f"torch_npu_ipc: {budget} shared tensors are waiting for their receivers; synchronizing the "
+            "producer's stream instead of recording events until receivers catch up "
+            "(raise TORCH_NPU_IPC_MAX_INFLIGHT or receive faster)"
+        )
+    warnings.warn(msg, stacklevel=3)
 
 
 # --------------------------------------------------------------- pickling
