@@ -230,9 +230,11 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
 
     The receiver's current stream will wait for everything this process has
     launched on its current stream so far; this call does not block the host,
-    except past the in-flight budget (``TORCH_NPU_IPC_MAX_INFLIGHT``) or when
-    the device has no IPC event left: it then synchronizes the current stream
-    instead of recording an event, with one ``UserWarning`` per such episode.
+    except past the in-flight budget (``TORCH_NPU_IPC_MAX_INFLIGHT``), when
+    the device has no IPC event left, or on every send where the NPU or its
+    runtime has no IPC events at all: it then synchronizes the current stream
+    instead of recording an event, with one ``UserWarning`` per such episode
+    (per process, without IPC events).
     Each descriptor is valid for ONE :func:`import_tensor`.
 
     The receiver gets the tensor's exact layout (sizes, strides, storage
