@@ -61,7 +61,6 @@ AclTable load() {
   resolve(t.IpcGetEventHandle, "aclrtIpcGetEventHandle");
   resolve(t.IpcOpenEventHandle, "aclrtIpcOpenEventHandle");
   resolve(t.IpcMemGetExportKey, "aclrtIpcMemGetExportKey");
-  resolve(t.IpcMemSetImportPid, "aclrtIpcMemSetImportPid");
   resolve(t.IpcMemImportByKey, "aclrtIpcMemImportByKey");
   resolve(t.IpcMemClose, "aclrtIpcMemClose");
   resolve(t.DeviceCanAccessPeer, "aclrtDeviceCanAccessPeer");
@@ -98,6 +97,11 @@ std::string acl_failure(const char* call, aclError rc) {
   std::string out = std::string(call) + " failed with ACL error " + std::to_string(rc);
   if (msg != nullptr && *msg != '\0') out += std::string(": ") + msg;
   return out;
+}
+
+aclError handled(aclError rc) {
+  if (rc != ACL_SUCCESS && acl().GetRecentErrMsg != nullptr) (void)acl().GetRecentErrMsg();
+  return rc;
 }
 
 void check(aclError rc, const char* call) {

@@ -31,7 +31,6 @@ struct AclTable {
   aclError (*IpcOpenEventHandle)(aclrtIpcEventHandle, aclrtEvent*) = nullptr;
   // IPC memory.
   aclError (*IpcMemGetExportKey)(void*, size_t, char*, size_t, uint64_t) = nullptr;
-  aclError (*IpcMemSetImportPid)(const char*, int32_t*, size_t) = nullptr;
   aclError (*IpcMemImportByKey)(void**, const char*, uint64_t) = nullptr;
   aclError (*IpcMemClose)(const char*) = nullptr;
   // Peer access and copies.
@@ -63,6 +62,12 @@ std::string acl_failure(const char* call, aclError rc);
 
 // Throws RuntimeError with acl_failure()'s message unless rc is ACL_SUCCESS.
 void check(aclError rc, const char* call);
+
+// For a failure the caller handles itself (a probe, "no current device yet"):
+// reads and drops the runtime's message, so it does not pile onto the next
+// error torch_npu or the user reads (CANN's aclGetRecentErrMsg returns every
+// message not read yet). Returns rc.
+aclError handled(aclError rc);
 
 }  // namespace torch_npu_ipc
 

@@ -56,18 +56,19 @@ bool ensure_peer_access(c10::DeviceIndex s, c10::DeviceIndex d) {
   if (t.DeviceCanAccessPeer != nullptr && t.DeviceEnablePeerAccess != nullptr && t.MemcpyAsync != nullptr) {
     int32_t can_sd = 0;
     int32_t can_ds = 0;
-    if (t.DeviceCanAccessPeer(&can_sd, s, d) == ACL_SUCCESS && t.DeviceCanAccessPeer(&can_ds, d, s) == ACL_SUCCESS &&
+    if (handled(t.DeviceCanAccessPeer(&can_sd, s, d)) == ACL_SUCCESS &&
+        handled(t.DeviceCanAccessPeer(&can_ds, d, s)) == ACL_SUCCESS &&
         can_sd != 0 && can_ds != 0) {
       // Both directions: the copy may go either way later. A failure here
       // usually means it is enabled already (torch_npu enables it for its
       // own copies); a real refusal surfaces as the memcpy's error.
       {
         AclDeviceGuard guard(s);
-        (void)t.DeviceEnablePeerAccess(d, 0);
+        (void)handled(t.DeviceEnablePeerAccess(d, 0));
       }
       {
         AclDeviceGuard guard(d);
-        (void)t.DeviceEnablePeerAccess(s, 0);
+        (void)handled(t.DeviceEnablePeerAccess(s, 0));
       }
       result = 1;
     }

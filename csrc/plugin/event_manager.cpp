@@ -33,11 +33,12 @@ bool EventManager::drained(const Retired& r, bool force) const {
   auto sync = acl().SynchronizeEvent;
   for (aclrtEvent fence : r.fences) {
     if (force) {
-      if (sync != nullptr) sync(fence);
+      if (sync != nullptr) (void)handled(sync(fence));
       continue;
     }
     aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-    if (query == nullptr || query(fence, &status) != ACL_SUCCESS || status != ACL_EVENT_RECORDED_STATUS_COMPLETE) {
+    if (query == nullptr || handled(query(fence, &status)) != ACL_SUCCESS ||
+        status != ACL_EVENT_RECORDED_STATUS_COMPLETE) {
       return false;
     }
   }
@@ -49,8 +50,8 @@ void EventManager::destroy(const Retired& r) noexcept {
   if (destroy == nullptr) return;
   try {
     AclDeviceGuard guard(r.device);
-    for (aclrtEvent fence : r.fences) destroy(fence);
-    destroy(r.event);
+    for (aclrtEvent fence : r.fences) (void)handled(destroy(fence));
+    (void)handled(destroy(r.event));
     ++stats_.destroyed;
   } catch (...) {
     // The device cannot be selected any more (the runtime is going away):

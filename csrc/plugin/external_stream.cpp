@@ -53,7 +53,8 @@ class OrderEvents {
     auto query = acl().QueryEventStatus;
     for (auto it = pending.begin(); it != pending.end();) {
       aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-      if (query != nullptr && query(*it, &status) == ACL_SUCCESS && status == ACL_EVENT_RECORDED_STATUS_COMPLETE) {
+      if (query != nullptr && handled(query(*it, &status)) == ACL_SUCCESS &&
+          status == ACL_EVENT_RECORDED_STATUS_COMPLETE) {
         free.push_back(*it);
         it = pending.erase(it);
       } else {
@@ -152,15 +153,15 @@ int find_stream_device(aclrtStream stream, c10::DeviceIndex except) {
   const AclTable& t = acl();
   uint32_t n = 0;
   if (t.GetDeviceCount == nullptr || t.GetPrimaryCtxState == nullptr || t.RecordEvent == nullptr ||
-      t.CreateEventExWithFlag == nullptr || t.GetDeviceCount(&n) != ACL_SUCCESS) {
+      t.CreateEventExWithFlag == nullptr || handled(t.GetDeviceCount(&n)) != ACL_SUCCESS) {
     return -1;
   }
   for (uint32_t d = 0; d < n; ++d) {
     if (static_cast<int>(d) == except) continue;
     int32_t active = 0;
     uint32_t flags = 0;
-    if (t.GetPrimaryCtxState(static_cast<int32_t>(d), &flags, &active) != ACL_SUCCESS || active == 0) continue;
-    if (record_from(stream, static_cast<c10::DeviceIndex>(d)) == ACL_SUCCESS) return static_cast<int>(d);
+    if (handled(t.GetPrimaryCtxState(static_cast<int32_t>(d), &flags, &active)) != ACL_SUCCESS || active == 0) continue;
+    if (handled(record_from(stream, static_cast<c10::DeviceIndex>(d))) == ACL_SUCCESS) return static_cast<int>(d);
   }
   return -1;
 }

@@ -51,7 +51,7 @@ std::string probe(c10::DeviceIndex device) {
   aclrtEvent ev = nullptr;
   const aclError rc = t.CreateEventExWithFlag(&ev, ACL_EVENT_IPC);
   if (rc == ACL_SUCCESS) {
-    (void)t.DestroyEvent(ev);
+    (void)handled(t.DestroyEvent(ev));
     return std::string();
   }
   // CANN answers ACL_ERROR_RT_FEATURE_NOT_SUPPORT on a chip without IPC
@@ -65,6 +65,7 @@ std::string probe(c10::DeviceIndex device) {
            acl_failure("aclrtCreateEventExWithFlag(ACL_EVENT_IPC)", rc) +
            "): they need an Atlas A2/A3-class NPU, CANN 8.3 or newer and NPU driver HDK 25.0 or newer";
   }
+  (void)handled(rc);
   return std::string();
 }
 
@@ -175,7 +176,7 @@ aclrtEvent IpcEvent::fence_for_locked(aclrtStream stream, c10::DeviceIndex devic
 void IpcEvent::drop_fence_locked(aclrtStream stream) {
   auto it = fences_.find(stream);
   if (it == fences_.end()) return;
-  if (auto destroy = acl().DestroyEvent; destroy != nullptr) (void)destroy(it->second);
+  if (auto destroy = acl().DestroyEvent; destroy != nullptr) (void)handled(destroy(it->second));
   fences_.erase(it);
 }
 

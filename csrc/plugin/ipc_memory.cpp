@@ -124,7 +124,7 @@ void drop_keys(ExportCache& c, Pred pick) {
       // A self-import still in use would take the close instead of the
       // export: not reached (its slot keeps the segment, and so the key,
       // pinned), and then the key is left open rather than unmap it.
-      if (close != nullptr && release_own_imports(k->second)) (void)close(k->second.c_str());
+      if (close != nullptr && release_own_imports(k->second)) (void)handled(close(k->second.c_str()));
       k = c.keys.erase(k);
     } else {
       ++k;
@@ -287,7 +287,7 @@ Import::~Import() {
   for (c10::DeviceIndex device : closes) {
     try {
       AclDeviceGuard guard(device);
-      close(key_.c_str());
+      (void)handled(close(key_.c_str()));
     } catch (...) {
       // A destructor must not throw; the exporter reclaims the key anyway.
     }

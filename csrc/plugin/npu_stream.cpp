@@ -26,7 +26,7 @@ aclrtStream drained(const c10_npu::NPUStream& stream) {
   // AclDeviceGuard does not update that cache) for the call.
   auto get = acl().GetDevice;
   int32_t acl_device = -1;
-  if (get == nullptr || get(&acl_device) != ACL_SUCCESS) acl_device = -1;
+  if (get == nullptr || handled(get(&acl_device)) != ACL_SUCCESS) acl_device = -1;
   aclrtStream raw = nullptr;
   {
     c10::DeviceGuard guard(stream.device());
@@ -35,8 +35,8 @@ aclrtStream drained(const c10_npu::NPUStream& stream) {
   // Restoring torch_npu's device went through aclrtSetDevice: put back the
   // ACL device the caller chose (e.g. with an AclDeviceGuard).
   int32_t now = -1;
-  if (acl_device >= 0 && get(&now) == ACL_SUCCESS && now != acl_device && acl().SetDevice != nullptr) {
-    acl().SetDevice(acl_device);
+  if (acl_device >= 0 && handled(get(&now)) == ACL_SUCCESS && now != acl_device && acl().SetDevice != nullptr) {
+    (void)handled(acl().SetDevice(acl_device));
   }
   return raw;
 }

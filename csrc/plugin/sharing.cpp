@@ -177,8 +177,8 @@ class Releaser {
           AclDeviceGuard guard(stream.device_index());
           aclrtStream raw = drained(stream);
           aclrtEvent fence = fence_for(stream.device_index());
-          if (raw != nullptr && fence != nullptr && acl().RecordEvent(fence, raw) == ACL_SUCCESS) {
-            fenced = acl().SynchronizeEvent(fence) == ACL_SUCCESS;
+          if (raw != nullptr && fence != nullptr && handled(acl().RecordEvent(fence, raw)) == ACL_SUCCESS) {
+            fenced = handled(acl().SynchronizeEvent(fence)) == ACL_SUCCESS;
           }
         } catch (...) {
         }
@@ -190,7 +190,7 @@ class Releaser {
           try {
             AclDeviceGuard guard(stream.device_index());
             aclrtStream raw = stream.stream(/*need_empty=*/false);
-            if (raw != nullptr && acl().SynchronizeStream != nullptr) acl().SynchronizeStream(raw);
+            if (raw != nullptr && acl().SynchronizeStream != nullptr) (void)handled(acl().SynchronizeStream(raw));
           } catch (...) {
             // Nothing left to wait on: releasing the slots is still right.
           }
@@ -213,7 +213,7 @@ class Releaser {
     if (it != fences_.end()) return it->second;
     aclrtEvent fence = nullptr;
     auto create = acl().CreateEventExWithFlag;
-    if (create == nullptr || create(&fence, ACL_EVENT_SYNC) != ACL_SUCCESS) return nullptr;
+    if (create == nullptr || handled(create(&fence, ACL_EVENT_SYNC)) != ACL_SUCCESS) return nullptr;
     fences_.emplace(device, fence);
     return fence;
   }

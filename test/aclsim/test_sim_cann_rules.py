@@ -29,6 +29,7 @@ pytestmark = requires_aclsim
 ACL_ERROR_INVALID_PARAM = 100000
 ACL_ERROR_FEATURE_UNSUPPORTED = 200006
 ACL_ERROR_RT_PARAM_INVALID = 107000
+ACL_ERROR_RT_CONTEXT_NULL = 107002
 ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000
 
 ACL_EVENT_CAPTURE_STREAM_PROGRESS = 0x2
@@ -223,3 +224,56 @@ def test_destroying_a_stream_waits_for_its_work() -> None:
     rc, took = results.get(timeout=5)
     assert rc == 0
     assert 0.25 <= took < 5, took
+
+
+def recent_message_worker(results: Any) -> None:
+    """aclGetRecentErrMsg around failing calls, read and unread."""
+    acl = Acl()
+    # A second handle of the library whose aclGetRecentErrMsg returns the raw pointer.
+    raw_message = ctypes.CDLL("libascendcl.so").aclGetRecentErrMsg
+    raw_message.restype = ctypes.c_void_p
+    raw_message.argtypes = []
+    out: dict[str, Any] = {}
+    dev = ctypes.c_int32(-7)
+    out["get device before set"] = (acl.aclrtGetDevice(ctypes.byref(dev)), acl.last_error())
+    acl.aclrtSetDevice(1000)
+    acl.aclrtSetDevice(1001)
+    out["two unread"] = acl.last_error()
+    out["read again"] = acl.last_error()
+    acl.aclrtSetDevice(1002)
+    handed_out = raw_message()
+    acl.aclrtSetDevice(1003)  # fails too: the text handed out stays as it was
+    out["handed out, after another failure"] = ctypes.string_at(handed_out).decode()
+    out["the later one"] = acl.last_error()
+    for device in range(2000, 2040):
+        acl.aclrtSetDevice(device)
+    out["forty unread"] = acl.last_error().splitlines()
+    acl.set_device(0)
+    out["get device after set"] = (acl.aclrtGetDevice(ctypes.byref(dev)), dev.value, acl.last_error())
+    results.put(out)
+
+
+def test_recent_error_message_is_read_once_and_stays_valid() -> None:
+    """CANN's aclGetRecentErrMsg: returns and clears the unread messages, newest first.
+
+    Its documentation (hicann/runtime, docs/api_docs/aclGetRecentErrMsg.md):
+    unread messages pile up, and the pointer of the latest read stays valid
+    until the next read. Before, aclsim kept only the latest message and a
+    later failing call freed the text already handed out: torch_npu reads the
+    message, then calls aclrtGetDevice, so ``torch.npu.set_device(5)`` as a
+    first call raised UnicodeDecodeError on freed bytes. aclrtGetDevice with
+    no device set only answers the code (CANN logs it at info level).
+    """
+    results = spawn_context().Queue()
+    run([(recent_message_worker, (results,))])
+    out = results.get(timeout=5)
+    assert out["get device before set"] == (ACL_ERROR_RT_CONTEXT_NULL, "")
+    first, second = out["two unread"].splitlines()
+    assert "device 1001 does not exist" in first and "device 1000 does not exist" in second
+    assert out["read again"] == ""
+    assert "device 1002 does not exist" in out["handed out, after another failure"]
+    assert "1003" not in out["handed out, after another failure"]
+    assert "device 1003 does not exist" in out["the later one"]
+    kept = out["forty unread"]
+    assert len(kept) == 16 and "device 2039 " in kept[0] and "device 2024 " in kept[-1]
+    assert out["get device after set"] == (0, 0, "")

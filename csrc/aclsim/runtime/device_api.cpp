@@ -71,9 +71,10 @@ ACLSIM_API aclError aclrtResetDeviceForce(int32_t deviceId) { return aclrtResetD
 
 ACLSIM_API aclError aclrtGetDevice(int32_t* deviceId) {
   if (deviceId == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDevice: null output");
-  int dev = -1;
-  if (aclError rc = require_current_device(&dev); rc != ACL_SUCCESS) return rc;
-  *deviceId = dev;
+  // CANN answers "no device set yet" with a code and an info-level log, no
+  // message for aclGetRecentErrMsg (aclrtGetDeviceImpl in hicann/runtime).
+  if (current_device() < 0) return fail_quietly(ACL_ERROR_RT_CONTEXT_NULL);
+  *deviceId = current_device();
   return ACL_SUCCESS;
 }
 

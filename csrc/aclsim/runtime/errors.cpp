@@ -1,11 +1,22 @@
 // Thread-local "most recent error" bookkeeping behind aclGetRecentErrMsg,
 // aclrtGetLastError and aclrtPeekAtLastError.
+//
+// CANN's documented contract for aclGetRecentErrMsg (hicann/runtime,
+// docs/api_docs/aclGetRecentErrMsg.md): it returns AND clears the messages of
+// the calls that failed on this thread since the last read, newest first;
+// unread messages pile up; nullptr when there is none; and only the pointer of
+// the latest read stays valid. So a failing call never invalidates a message
+// already handed out: torch_npu reads it, then calls aclrtGetDevice (which may
+// fail too) before it copies the text.
 #include "aclsim/runtime.h"
 
+#include <deque>
 #include <string>
 
 namespace {
-thread_local std::string t_message;
+constexpr size_t kKeptMessages = 16;  // unread messages beyond these are dropped, oldest first
+thread_local std::deque<std::string> t_unread;
+thread_local std::string t_returned;  // what the latest aclGetRecentErrMsg handed out
 thread_local aclError t_code = ACL_SUCCESS;
 }  // namespace
 
@@ -15,7 +26,13 @@ aclError fail(aclError code, std::string message) {
   t_code = code;
   // Messages relayed from another thread (a stream's failed task) already
   // carry the prefix.
-  t_message = message.rfind("aclsim: ", 0) == 0 ? std::move(message) : "aclsim: " + message;
+  t_unread.push_back(message.rfind("aclsim: ", 0) == 0 ? std::move(message) : "aclsim: " + message);
+  if (t_unread.size() > kKeptMessages) t_unread.pop_front();
+  return code;
+}
+
+aclError fail_quietly(aclError code) {
+  t_code = code;
   return code;
 }
 
@@ -24,9 +41,14 @@ aclError fail(aclError code, std::string message) {
 extern "C" {
 
 ACLSIM_API const char* aclGetRecentErrMsg() {
-  // CANN returns nullptr when there is nothing to report; the message stays
-  // valid until the next failing call on this thread.
-  return t_message.empty() ? nullptr : t_message.c_str();
+  if (t_unread.empty()) return nullptr;
+  t_returned.clear();
+  for (auto it = t_unread.rbegin(); it != t_unread.rend(); ++it) {
+    if (!t_returned.empty()) t_returned += '\n';
+    t_returned += *it;
+  }
+  t_unread.clear();
+  return t_returned.c_str();
 }
 
 ACLSIM_API aclError aclrtGetLastError(aclrtLastErrLevel /*level*/) {

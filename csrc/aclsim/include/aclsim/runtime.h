@@ -25,6 +25,11 @@ namespace aclsim {
 // `return fail(ACL_ERROR_INVALID_PARAM, "...");`.
 ACLSIM_API aclError fail(aclError code, std::string message);
 
+// Records `code` as the thread's last error (aclrtGetLastError) but no message:
+// for the failures CANN only logs at info level, such as aclrtGetDevice with no
+// current device, which callers use as a question ("is a device set?").
+ACLSIM_API aclError fail_quietly(aclError code);
+
 // --------------------------------------------------------------- counters
 // Per-process call counters, readable from Python (aclsim.counters()).
 enum class Counter : int {
