@@ -21,7 +21,7 @@ RUNTIME: str = select_runtime()
 import torch  # noqa: E402,F401
 import torch_npu  # noqa: E402,F401
 
-from torch_npu_ipc import _C, copies, event_guard, reductions  # noqa: E402
+from torch_npu_ipc import _C, _fork, copies, event_guard, reductions  # noqa: E402
 from torch_npu_ipc.events import Event  # noqa: E402
 from torch_npu_ipc.sharing import export_tensor, import_tensor, ipc_collect, safe_globals, sharing_stats  # noqa: E402
 from torch_npu_ipc.streams import ExternalStream  # noqa: E402
@@ -32,6 +32,7 @@ reductions.register()
 copies.install_from_env()
 event_guard.install_from_env()
 reductions.register_tensors()
+_fork.install()
 # Names the exiting thread: once the interpreter finalizes, daemon threads
 # coming back from plugin calls park instead of aborting the exit (csrc/plugin/gil.h).
 atexit.register(_C._mark_interpreter_exiting)

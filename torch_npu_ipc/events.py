@@ -7,6 +7,7 @@ Without it, the event is exactly torch_npu's own.
 
 from __future__ import annotations
 
+import operator
 import threading
 from typing import Any
 
@@ -29,6 +30,16 @@ def _stream_arg(stream: Any, method: str) -> torch_npu.npu.Stream:
             f"Event.{method}() takes a torch.npu.Stream (or None for the current one), got {type(stream).__name__}"
         )
     return stream
+
+
+def _flag(value: Any, name: str, where: str) -> bool:
+    """``value`` as a bool: a bool or an int (torch.cuda.Event takes 0 / 1 too); a TypeError names anything else."""
+    if isinstance(value, bool):
+        return value
+    try:
+        return bool(operator.index(value))
+    except TypeError:
+        raise TypeError(f"{where}: {name} must be a bool, got {type(value).__name__}") from None
 
 
 class Event(torch_npu.npu.Event):
@@ -65,6 +76,10 @@ class Event(torch_npu.npu.Event):
     def __new__(
         cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False
     ) -> Event:
+        enable_timing = _flag(enable_timing, "enable_timing", "Event()")
+        blocking = _flag(blocking, "blocking", "Event()")
+        interprocess = _flag(interprocess, "interprocess", "Event()")
+        external = _flag(external, "external", "Event()")
         if external:
             raise ValueError(
                 "external=True (record and wait nodes when captured in a graph, as torch.cuda.Event has) is not "
@@ -113,6 +128,7 @@ class Event(torch_npu.npu.Event):
         if not isinstance(handle, (bytes, bytearray, memoryview)):
             raise TypeError(f"handle must be bytes, got {type(handle).__name__}")
         handle = bytes(handle)
+        blocking = _flag(blocking, "blocking", "Event.from_ipc_handle()")
         if len(handle) != IPC_HANDLE_SIZE:
             raise ValueError(f"an IPC event handle has {IPC_HANDLE_SIZE} bytes, got {len(handle)}")
         index = npu_index(device, what="from_ipc_handle device")

@@ -245,7 +245,8 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
         ValueError: for a non-NPU tensor, one of more than 64 dimensions, or
             one in a private NPU format (FRACTAL_NZ and the like).
         TypeError: for an unsupported dtype (checked before anything is
-            taken for the send: a refused tensor holds no reference slot).
+            taken for the send: a refused tensor holds no reference slot),
+            or a layout other than ``torch.strided`` (sparse tensors).
         RuntimeError: for a non-leaf tensor that requires grad (autograd
             does not cross processes: send ``tensor.detach()``).
     """
@@ -253,12 +254,19 @@ def export_tensor(tensor: torch.Tensor) -> bytes:
         raise TypeError(f"export_tensor expects a torch.Tensor, got {type(tensor).__name__}")
     if tensor.device.type != "npu":
         raise ValueError(f"export_tensor expects an NPU tensor, got a tensor on {tensor.device}")
+    if tensor.layout != torch.strided:
+        raise TypeError(
+            f"export_tensor shares strided tensors; a {tensor.layout} tensor has no single storage: export its "
+            "dense parts (for sparse COO: tensor._indices() and tensor._values()), or put it on a "
+            "torch.multiprocessing Queue, which sends those parts"
+        )
     if tensor.requires_grad and not tensor.is_leaf:
         raise RuntimeError(
             "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does not "
             "support crossing process boundaries. Call detach() on the tensor before sending it."
         )
     _check_encodable(tensor)
+    torch.npu._lazy_init()  # raises in a child forked after the NPU was initialized (see _fork.py)
     _hook_record_stream()
     _hook_stats_reset()
     if tensor.untyped_storage().nbytes() == 0:

@@ -335,6 +335,7 @@ class ExternalStream(torch_npu.npu.Stream):
 
     def record_event(self, event: torch_npu.npu.Event | None = None) -> torch_npu.npu.Event:
         r"""Record ``event`` (default: a new ``torch_npu_ipc.Event``) on this stream and return it."""
+        _event_arg(event, "record_event", optional=True)
         if event is None:
             from torch_npu_ipc.events import Event
 
@@ -344,6 +345,7 @@ class ExternalStream(torch_npu.npu.Stream):
 
     def wait_event(self, event: torch_npu.npu.Event) -> None:
         r"""Make all future work on this stream (torch's and its owner's) wait for ``event``."""
+        _event_arg(event, "wait_event", optional=False)
         if _is_ipc_event_class(event):
             event.wait(self)
         else:
@@ -351,7 +353,17 @@ class ExternalStream(torch_npu.npu.Stream):
 
     def wait_stream(self, stream: torch_npu.npu.Stream) -> None:
         r"""Make all future work on this stream wait for the work queued on ``stream`` so far."""
+        if not isinstance(stream, torch_npu._C._NPUStreamBase):
+            raise TypeError(f"ExternalStream.wait_stream() takes a torch.npu.Stream, got {type(stream).__name__}")
         self.wait_event(stream.record_event())
+
+
+def _event_arg(event: object, method: str, *, optional: bool) -> None:
+    """Raise TypeError unless ``event`` is a torch_npu event (or None, where ``optional``)."""
+    if (event is None and optional) or isinstance(event, torch_npu.npu.Event):
+        return
+    allowed = "a torch.npu.Event or torch_npu_ipc.Event" + (" (or None for a new one)" if optional else "")
+    raise TypeError(f"ExternalStream.{method}() takes {allowed}, got {type(event).__name__}")
 
 
 def _is_ipc_event_class(event: object) -> bool:

@@ -2,10 +2,12 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -180,9 +182,21 @@ ExportedBlock export_block(c10::DeviceIndex device, void* ptr) {
   auto get_key = NPU_IPC_ACL(IpcMemGetExportKey, kFeature);
   NPU_IPC_ACL(IpcMemClose, kFeature);  // required: cached keys are closed when their segments are freed
   size_t size = 0;
-  void* base = c10_npu::NPUCachingAllocator::get()->getBaseAllocation(ptr, &size);
-  TORCH_CHECK(base != nullptr && size > 0, "torch_npu_ipc: storage at ", ptr,
-              " was not allocated by torch_npu's caching allocator, so it cannot be shared");
+  void* base = nullptr;
+  try {
+    base = c10_npu::NPUCachingAllocator::get()->getBaseAllocation(ptr, &size);
+  } catch (const c10::Error&) {
+    base = nullptr;  // torch_npu's "invalid device pointer": not a block of its cache
+  }
+  if (base == nullptr || size == 0) {
+    const char* uncached = std::getenv("PYTORCH_NO_NPU_MEMORY_CACHING");
+    TORCH_CHECK(uncached == nullptr || std::string(uncached) != "1", "torch_npu_ipc: cannot share the storage at ",
+                ptr, ": PYTORCH_NO_NPU_MEMORY_CACHING=1 turned torch_npu's caching allocator off, and sharing exports "
+                "that allocator's memory blocks. Unset PYTORCH_NO_NPU_MEMORY_CACHING in the process that sends NPU "
+                "tensors");
+    TORCH_CHECK(false, "torch_npu_ipc: storage at ", ptr,
+                " was not allocated by torch_npu's caching allocator, so it cannot be shared");
+  }
   // Read before the cache's lock (see attach_tracker) and after the segment
   // was looked up: a free that made room for this segment is counted.
   const bool by_tracker = export_keys_tracked();

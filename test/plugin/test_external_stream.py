@@ -590,6 +590,20 @@ def test_event_of_another_device_cannot_be_recorded(impl: str, raw: int, interpr
 
 
 # ---------------------------------------------------------------- guards
+@pytest.mark.parametrize("bad", [3, "x", object()])
+def test_event_and_stream_arguments_of_a_wrong_type(impl: str, raw: int, bad: object) -> None:
+    """record_event / wait_event / wait_stream name the type they take (before: AttributeError on ``npu_event``)."""
+    ext = torch_npu_ipc.ExternalStream(raw)
+    with pytest.raises(TypeError, match=r"ExternalStream\.record_event\(\) takes a torch\.npu\.Event"):
+        ext.record_event(bad)  # type: ignore[arg-type]
+    for arg in (bad, None):
+        with pytest.raises(TypeError, match=r"ExternalStream\.wait_event\(\) takes a torch\.npu\.Event"):
+            ext.wait_event(arg)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"ExternalStream\.wait_stream\(\) takes a torch\.npu\.Stream"):
+            ext.wait_stream(arg)  # type: ignore[arg-type]
+    ext.wait_event(ext.record_event())  # the right types still work
+
+
 def test_record_stream_is_refused(impl: str, raw: int) -> None:
     ext = torch_npu_ipc.ExternalStream(raw)
     x = torch.ones(4, device="npu:0")

@@ -1043,6 +1043,22 @@ def test_record_and_wait_name_a_wrong_stream_argument(bad: object, interprocess:
         e.wait(bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("flag", ["enable_timing", "blocking", "interprocess", "external"])
+@pytest.mark.parametrize("bad", ["yes", None, 1.0])
+def test_flags_name_a_wrong_type(flag: str, bad: object) -> None:
+    """A flag that is not a bool or an int is a TypeError naming it (before: the base class's
+    "'str' object cannot be interpreted as an integer", or interprocess="yes" taken as True)."""
+    with pytest.raises(TypeError, match=rf"Event\(\): {flag} must be a bool, got"):
+        Event(**{flag: bad})
+    with pytest.raises(TypeError, match=r"Event\.from_ipc_handle\(\): blocking must be a bool"):
+        Event.from_ipc_handle(0, bytes(64), blocking=bad)
+
+
+def test_flags_take_ints_as_torch_cuda_does() -> None:
+    assert Event(interprocess=1).interprocess is True
+    assert Event(blocking=0, interprocess=0).interprocess is False
+
+
 def test_elapsed_time_to_an_interprocess_event_names_it() -> None:
     """A timing event's elapsed_time to an interprocess one says why, whichever side it is on."""
     start, ipc = Event(enable_timing=True), Event(interprocess=True)

@@ -490,6 +490,89 @@ def test_forked_receiver_gets_a_clear_error() -> None:
     assert len(lines) == 1 and "1 tensor(s)" in lines[0] and "not yet received" in lines[0], lines
 
 
+PLAIN_FORK = """
+import json, os, signal, time
+import torch_npu_ipc, torch
+
+x = torch.arange(8.0, device="npu:0")
+d = torch_npu_ipc.export_tensor(x)
+r, w = os.pipe()
+child = os.fork()  # not through multiprocessing: torch_npu alone does not mark this child
+if child == 0:
+    out = {}
+    calls = {
+        "import_tensor": lambda: torch_npu_ipc.import_tensor(d),
+        "export_tensor": lambda: torch_npu_ipc.export_tensor(x),
+        "Event": lambda: torch_npu_ipc.Event(interprocess=True),
+        "ExternalStream": lambda: torch_npu_ipc.ExternalStream(0x1000, device=0),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+            out[name] = "returned"
+        except RuntimeError as exc:
+            out[name] = str(exc)
+    os.write(w, json.dumps(out).encode())
+    os._exit(0)
+os.close(w)
+deadline = time.monotonic() + 60
+while not os.waitpid(child, os.WNOHANG)[0]:
+    if time.monotonic() > deadline:
+        os.kill(child, signal.SIGKILL)
+        raise SystemExit("the forked child hung")
+    time.sleep(0.01)
+print("CHILD", os.read(r, 1 << 16).decode())
+print("PARENT", torch_npu_ipc.import_tensor(d).tolist())
+"""
+
+
+def test_plain_os_fork_child_is_refused_and_the_descriptor_kept() -> None:
+    """A child of a plain ``os.fork()`` after NPU use gets torch_npu's fork error from every plugin entry point.
+
+    Before, torch_npu marked only children forked through multiprocessing: in this one the plugin's calls went
+    through, ``import_tensor`` used up the descriptor, and the first device operation hung. Now the parent can
+    still import it.
+    """
+    r = subprocess.run([sys.executable, "-c", PLAIN_FORK], check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line.startswith(("CHILD ", "PARENT ")))
+    child = json.loads(lines["CHILD"])
+    assert set(child) == {"import_tensor", "export_tensor", "Event", "ExternalStream"}
+    for name, outcome in child.items():
+        assert "Cannot re-initialize NPU in forked subprocess" in outcome, (name, outcome)
+    assert json.loads(lines["PARENT"]) == [float(i) for i in range(8)]
+
+
+UNCACHED = """
+import torch_npu_ipc, torch
+x = torch.ones(4, device="npu:0")
+for send in (torch_npu_ipc.export_tensor, lambda t: torch_npu_ipc.import_tensor(torch_npu_ipc.export_tensor(t))):
+    try:
+        send(x)
+    except RuntimeError as exc:
+        print("RAISED", str(exc).splitlines()[0])
+    else:
+        print("SENT")
+"""
+
+
+def test_uncached_allocator_is_named() -> None:
+    """With ``PYTORCH_NO_NPU_MEMORY_CACHING=1`` a send says that the variable stops sharing, and what to do.
+
+    Before: torch_npu's "invalid device pointer" from inside the plugin, for every NPU tensor.
+    """
+    env = dict(os.environ, PYTORCH_NO_NPU_MEMORY_CACHING="1")
+    r = subprocess.run(
+        [sys.executable, "-c", UNCACHED], env=env, check=False, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, r.stdout
+    for line in lines:
+        assert line.startswith("RAISED ") and "PYTORCH_NO_NPU_MEMORY_CACHING=1 turned torch_npu's caching" in line
+        assert "Unset PYTORCH_NO_NPU_MEMORY_CACHING in the process that sends" in line, line
+
+
 FORKED_CHILD_EXITS = """
 import ctypes, glob, json, os, time
 from multiprocessing.reduction import ForkingPickler
