@@ -271,7 +271,10 @@ class ExternalStream(torch_npu.npu.Stream):
             _LIVE.setdefault(ptr, weakref.WeakSet()).add(self)
             _install_guards()
         if not ext.native:
+            idle = self.query()
             self.fence()  # torch work launched from now on follows the owner's work queued so far
+            if idle:
+                self.synchronize()  # only the fence's events were queued: an idle stream stays idle for the caller
         return self
 
     def __init__(self, stream_ptr: int, device: int | str | torch.device | None = None, **kwargs: Any) -> None:

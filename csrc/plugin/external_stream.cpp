@@ -99,12 +99,19 @@ class PooledEvent {
 
 // Records a private pooled event of `device` on `stream` with `device`
 // current: the cheapest work, and work is what the runtime checks against
-// the current context (aclrtStreamQuery is not checked).
-aclError record_from(aclrtStream stream, c10::DeviceIndex device) {
+// the current context (aclrtStreamQuery is not checked). With `wait_done`,
+// synchronizes the stream after the record (for a stream that was idle, so
+// only the record is waited for: otherwise a query() right after the
+// constructor saw the probe's own record still pending).
+aclError record_from(aclrtStream stream, c10::DeviceIndex device, bool wait_done = false) {
   auto record = NPU_IPC_ACL(RecordEvent, kFeature);
   AclDeviceGuard guard(device);
   PooledEvent event(device);
-  return record(event.get(), stream);
+  const aclError rc = record(event.get(), stream);
+  if (rc == ACL_SUCCESS && wait_done && acl().SynchronizeStream != nullptr) {
+    (void)handled(acl().SynchronizeStream(stream));
+  }
+  return rc;
 }
 
 }  // namespace
@@ -144,7 +151,9 @@ StreamProbe probe_stream(aclrtStream stream, c10::DeviceIndex device) {
   // pooled event: skip the check rather than refuse a stream that may well
   // be usable.
   if (acl().CreateEventExWithFlag == nullptr) return {};
-  rc = record_from(stream, device);
+  // An idle stream stays idle for the caller: the probe's record has run when
+  // the constructor returns. A busy one is not waited for.
+  rc = record_from(stream, device, /*wait_done=*/status == ACL_STREAM_STATUS_COMPLETE);
   if (rc == ACL_SUCCESS) return {};
   return {acl_failure("aclrtRecordEvent", rc), rc == ACL_ERROR_RT_STREAM_CONTEXT};
 }

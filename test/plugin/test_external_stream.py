@@ -276,6 +276,21 @@ def test_probe_records_without_waiting_for_the_stream(impl: str, raw: int) -> No
     ext.synchronize()
 
 
+def test_idle_stream_queries_done_right_after_construction(impl: str, other: OtherLib) -> None:
+    """What the constructor queues on an idle stream (its probe, the proxy's fence) has run when it returns.
+
+    Before, ``query()`` right after construction was False about every other time with
+    ``TASK_QUEUE_ENABLE=1``, and always on the proxy path, where torch.cuda says True.
+    """
+    torch.npu.set_device(0)
+    for _ in range(20):
+        ptr = other.create_stream(0)
+        try:
+            assert torch_npu_ipc.ExternalStream(ptr).query(), "an idle stream queried busy after construction"
+        finally:
+            other.destroy_stream(ptr)
+
+
 @pytest.mark.devices(2)
 def test_stream_of_another_device_is_rejected(impl: str, other: OtherLib) -> None:
     """A stream created on npu:1 wrapped as npu:0: ValueError naming both, where the runtime refuses it.
