@@ -133,7 +133,11 @@ std::shared_ptr<IpcEvent> IpcEvent::open(c10::DeviceIndex device, const std::str
   aclrtIpcEventHandle h{};
   std::memcpy(h.reserved, handle.data(), kIpcEventHandleSize);
   aclrtEvent ev = nullptr;
-  check(open(h, &ev), "aclrtIpcOpenEventHandle");
+  const aclError rc = open(h, &ev);
+  TORCH_CHECK(rc == ACL_SUCCESS, acl_failure("aclrtIpcOpenEventHandle", rc),
+              "\nThe exporting process must keep its Event alive until every receiver opened the handle (an "
+              "Event dropped after its handle left the process stays open for TORCH_NPU_IPC_EXPORT_GRACE_MS, "
+              "5000 by default), and must still be running.");
   EventManager::get().note_created();
   auto e = std::make_shared<IpcEvent>(Key{}, ev, device, /*imported=*/true);
   e->handle_ = handle;

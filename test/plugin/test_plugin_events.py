@@ -630,8 +630,10 @@ def lifetime_worker(results: Any) -> None:
     time.sleep(GRACE_MS / 1000 + 0.05)
     _C._event_collect(False)
     assert pending() == 0 and destroyed() == 3, _C._event_stats()
-    # Destroyed: the handle is retracted, later opens fail cleanly.
-    with pytest.raises(RuntimeError):
+    # Destroyed: the handle is retracted, later opens fail cleanly, naming the rule and the grace.
+    with pytest.raises(
+        RuntimeError, match=r"(?s)aclrtIpcOpenEventHandle failed.*keep its Event alive.*EXPORT_GRACE_MS"
+    ):
         Event.from_ipc_handle(0, handle)
 
     # 4. Exported and forced: _event_collect(True) ignores the grace.
