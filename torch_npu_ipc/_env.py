@@ -1,7 +1,7 @@
-"""Settings the C++ core reads from the environment, checked at import.
+"""The package's integer settings from the environment, checked at import.
 
-The core reads them once, at first use, where a bad value could only be
-ignored; here a bad value raises ``ValueError`` naming the variable.
+The C++ core reads most of them once, at first use, where a bad value could
+only be ignored; here a bad value raises ``ValueError`` naming the variable.
 """
 
 from __future__ import annotations
@@ -25,6 +25,12 @@ CORE_SETTINGS: dict[str, tuple[int, int, str]] = {
         4096,
         "imported memory blocks a receiver keeps mapped after their last tensor died",
     ),
+    # Read by torch_npu_ipc.sharing (Python), not by the core.
+    "TORCH_NPU_IPC_EXIT_GRACE_MS": (
+        2000,
+        10**9,
+        "milliseconds an exiting producer waits for receivers to release the tensors it shared",
+    ),
 }
 
 
@@ -42,3 +48,12 @@ def check_core_env() -> None:
             raise ValueError(
                 f"{name} must be an integer from 0 to {largest} ({what}; default {default}), got {value!r}"
             )
+
+
+def setting(name: str) -> int:
+    """The value of :data:`CORE_SETTINGS` entry ``name``: the environment's, or the default when unset or empty.
+
+    :func:`check_core_env` has validated it at import.
+    """
+    value = os.environ.get(name, "")
+    return int(value) if value else CORE_SETTINGS[name][0]

@@ -26,6 +26,7 @@ import torch
 
 from torch_npu_ipc import _C
 from torch_npu_ipc._device import PATCH_LOCK, npu_index, stream_triple
+from torch_npu_ipc._env import setting
 
 MAGIC = b"TNPUIPC\x00"
 VERSION = 2
@@ -449,8 +450,9 @@ def safe_globals() -> list[Callable[..., Any]]:
     return [rebuild_npu_tensor, rebuild_npu_parameter, rebuild_npu_storage, rebuild_event]
 
 
-# How long an exiting producer waits for receivers to release what it shared.
-EXIT_GRACE_S = 2.0
+# How long an exiting producer waits for receivers to release what it shared
+# (TORCH_NPU_IPC_EXIT_GRACE_MS, read at import; a program may also set this).
+EXIT_GRACE_S = setting("TORCH_NPU_IPC_EXIT_GRACE_MS") / 1000
 
 
 def _held_by_others() -> int:

@@ -395,6 +395,22 @@ if __name__ == "__main__":
 """
 
 
+def test_exit_grace_from_the_environment() -> None:
+    """``TORCH_NPU_IPC_EXIT_GRACE_MS`` sets the exit wait; a bad value is refused at import, naming it."""
+    code = "import torch_npu_ipc.sharing as s; print(s.EXIT_GRACE_S)"
+    for value, expected in (("", "2.0"), ("0", "0.0"), ("250", "0.25")):
+        env = dict(os.environ, TORCH_NPU_IPC_EXIT_GRACE_MS=value)
+        r = subprocess.run(
+            [sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True, timeout=120
+        )
+        assert r.returncode == 0 and r.stdout.split()[-1] == expected, (value, r.stdout, r.stderr[-2000:])
+    env = dict(os.environ, TORCH_NPU_IPC_EXIT_GRACE_MS="-1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "TORCH_NPU_IPC_EXIT_GRACE_MS must be an integer from 0 to" in r.stderr, r.stderr[
+        -2000:
+    ]
+
+
 @pytest.mark.parametrize("grace", [sharing.EXIT_GRACE_S, 0.0])
 def test_exit_waits_for_releases_on_their_way(grace: float, tmp_path: Path) -> None:
     """A receiver drops a tensor and says "done" while its release is still on its way: the producer waits for it.
