@@ -114,8 +114,11 @@ def fanout(consumers: int) -> bool | None:
     count = torch.npu.device_count()
     if count < consumers + 1:
         hint = f"run with --consumers {count - 1}" if count >= 2 else "it needs 2 NPUs or more"
-        if torch_npu_ipc.RUNTIME == "aclsim" and consumers + 1 <= 8:  # aclsim simulates 1 to 8
-            hint += f", or set ACLSIM_DEVICES={consumers + 1} for more simulated devices"
+        if torch_npu_ipc.RUNTIME == "aclsim":
+            from aclsim._env import MAX_DEVICES
+
+            if consumers + 1 <= MAX_DEVICES:
+                hint += f", or set ACLSIM_DEVICES={consumers + 1} for more simulated devices"
         print(f"  (b) [SKIP] 1 producer -> {consumers} consumers needs {consumers + 1} devices, found {count} ({hint})")
         return None
     if _no_events("b", f"1 producer -> {consumers} consumers"):

@@ -48,6 +48,8 @@ def test_demo_skips_fanout_with_too_few_devices() -> None:
         in out.stdout
     )
     assert "[SUCCESS]" in out.stdout
+    beyond = _run(["torch_npu_ipc.demo", "--tensors", "10", "--consumers", "8"])  # aclsim simulates 8 at most
+    assert "needs 9 devices, found 4 (run with --consumers 3)" in beyond.stdout, beyond.stdout + beyond.stderr
 
 
 def test_demo_on_a_chip_without_ipc_events() -> None:
