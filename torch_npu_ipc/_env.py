@@ -29,7 +29,7 @@ CORE_SETTINGS: dict[str, tuple[int, int, str]] = {
     "TORCH_NPU_IPC_EXIT_GRACE_MS": (
         2000,
         10**9,
-        "milliseconds an exiting producer waits for receivers to release the tensors it shared",
+        "milliseconds an exiting producer waits for releases on their way and tensors not received yet",
     ),
 }
 

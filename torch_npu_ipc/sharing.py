@@ -348,7 +348,10 @@ def sharing_stats() -> dict[str, Any]:
         claimed yet), ``limbo_blocks`` (blocks this process dropped while
         receivers still held them), ``live_slots`` (tensors this process sent
         that are not released yet, received or not), ``live_slots_self`` (those
-        of them this process received itself), ``fallback_syncs`` (sends that
+        of them this process received itself), ``unreceived_slots`` (those of
+        them nobody received yet), ``releasing_slots`` (those of them another
+        process dropped, its release still on its way: its stream had not run
+        past the drop yet), ``fallback_syncs`` (sends that
         synchronized instead of recording an event: over the in-flight budget,
         ``out_of_events_sends`` of them because the device had no IPC event
         left, or ``no_ipc_event_sends`` because the NPU or its runtime has no
@@ -450,15 +453,19 @@ def safe_globals() -> list[Callable[..., Any]]:
     return [rebuild_npu_tensor, rebuild_npu_parameter, rebuild_npu_storage, rebuild_event]
 
 
-# How long an exiting producer waits for receivers to release what it shared
-# (TORCH_NPU_IPC_EXIT_GRACE_MS, read at import; a program may also set this).
+# How long an exiting producer waits for what is on its way: receivers'
+# releases and descriptors not received yet (TORCH_NPU_IPC_EXIT_GRACE_MS, read
+# at import; a program may also set this).
 EXIT_GRACE_S = setting("TORCH_NPU_IPC_EXIT_GRACE_MS") / 1000
 
 
-def _held_by_others() -> int:
-    _C._ipc_collect(force=True)  # forget receivers that exited before their release reached us
+def _exit_census() -> tuple[int, int]:
+    # (sends on their way: not received yet, or dropped and being released;
+    # sends other processes have not released), after forgetting receivers
+    # that exited before their release reached us.
+    _C._ipc_collect(force=True)
     st = _C._sharing_stats()
-    return int(st["live_slots"] - st["live_slots_self"])
+    return int(st["unreceived_slots"] + st["releasing_slots"]), int(st["live_slots"] - st["live_slots_self"])
 
 
 @atexit.register
@@ -466,14 +473,16 @@ def _warn_if_shared_tensors_alive() -> None:
     # A receiver's release reaches the producer after its stream ran past the
     # drop (see "Releaser" in docs/sharing.md): a receiver that dropped a
     # tensor and then told this process to exit is still releasing it. Wait
-    # for that, up to EXIT_GRACE_S; the memory goes with this process, so this
-    # also keeps it alive for receivers' work still reading it.
+    # for those releases, and for descriptors still in a queue, up to
+    # EXIT_GRACE_S; the memory goes with this process, so this also keeps it
+    # alive for receivers' work still reading it. A tensor a receiver still
+    # holds is not waited for: nothing says when it will be dropped.
     try:
-        live = _held_by_others()
+        pending, live = _exit_census()
         deadline = time.monotonic() + EXIT_GRACE_S
-        while live and time.monotonic() < deadline:
+        while pending and time.monotonic() < deadline:
             time.sleep(0.005)
-            live = _held_by_others()
+            pending, live = _exit_census()
     except Exception:  # the runtime may already be finalized
         return
     if live:

@@ -82,6 +82,8 @@ void bind_sharing(py::module_& m) {
     d["limbo_blocks"] = s.limbo_blocks;
     d["live_slots"] = s.live_slots;
     d["live_slots_self"] = s.live_slots_self;
+    d["unreceived_slots"] = s.unreceived_slots;
+    d["releasing_slots"] = s.releasing_slots;
     d["fallback_syncs"] = s.fallback_syncs;
     d["out_of_events_sends"] = s.out_of_events_sends;
     d["no_ipc_event_sends"] = s.no_ipc_event_sends;

@@ -371,6 +371,15 @@ bool RefTable::claim(const SlotRef& ref) {
   return true;
 }
 
+void RefTable::mark_releasing(const SlotRef& ref) {
+  if (ref.index >= kSlots) return;
+  std::atomic<uint64_t>* w = word(ref.index);
+  uint64_t cur = w->load();
+  while (gen_of(cur) == ref.generation && state_of(cur) == SlotState::Claimed) {
+    if (w->compare_exchange_weak(cur, pack(ref.generation, SlotState::Releasing, pid_of(cur)))) return;
+  }
+}
+
 void RefTable::release(const SlotRef& ref) {
   if (ref.index >= kSlots) return;
   std::atomic<uint64_t>* w = word(ref.index);
@@ -454,26 +463,34 @@ void RefTable::live_tags(std::unordered_set<uint64_t>* out) const {
   }
 }
 
-uint32_t RefTable::live_count() const {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < kSlots; ++i) n += state_of(word(i)->load()) != SlotState::Free;
-  return n;
-}
-
-uint32_t RefTable::claimed_by(int32_t pid) const {
-  uint32_t n = 0;
+SlotCounts RefTable::counts(int32_t self) const {
+  SlotCounts c;
   for (uint32_t i = 0; i < kSlots; ++i) {
     const uint64_t cur = word(i)->load();
-    n += state_of(cur) == SlotState::Claimed && pid_of(cur) == pid;
+    switch (state_of(cur)) {
+      case SlotState::Free:
+        break;
+      case SlotState::Sent:
+        ++c.sent;
+        break;
+      case SlotState::Claimed:
+        ++c.claimed;
+        c.claimed_self += pid_of(cur) == self;
+        break;
+      case SlotState::Releasing:
+        ++c.releasing;
+        c.releasing_self += pid_of(cur) == self;
+        break;
+    }
   }
-  return n;
+  return c;
 }
 
 uint32_t RefTable::reclaim_dead_holders(PidMemo* memo) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < kSlots; ++i) {
     uint64_t cur = word(i)->load();
-    if (state_of(cur) != SlotState::Claimed) continue;
+    if (state_of(cur) != SlotState::Claimed && state_of(cur) != SlotState::Releasing) continue;
     const int32_t pid = pid_of(cur);
     auto it = memo->find(pid);
     if (it == memo->end()) {

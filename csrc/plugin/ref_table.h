@@ -2,8 +2,10 @@
 //
 // Each send of a tensor takes one slot in a table the producer owns (a POSIX
 // shared-memory file). The receiver CLAIMS the slot when it rebuilds the
-// tensor and RELEASES it when its storage dies (after its stream finished
-// with the memory). A slot word packs (generation, state, holder pid), so
+// tensor, marks it RELEASING when its storage dies, and RELEASES it once its
+// streams finished with the memory (the producer's exit waits only for those
+// releases on their way, not for tensors receivers still hold). A slot word
+// packs (generation, state, holder pid), so
 // every transition is one compare-and-swap and a stale or replayed
 // descriptor can never claim a reused slot.
 //
@@ -33,7 +35,19 @@
 
 namespace torch_npu_ipc {
 
-enum class SlotState : uint32_t { Free = 0, Sent = 1, Claimed = 2 };
+// Free -> Sent (take) -> Claimed (claim) -> Releasing (mark_releasing) -> Free
+// (release). Releasing keeps the claimer's pid: a receiver that dies before
+// its release arrives is collected like one that held the slot.
+enum class SlotState : uint32_t { Free = 0, Sent = 1, Claimed = 2, Releasing = 3 };
+
+// One pass's census of a table (see RefTable::counts).
+struct SlotCounts {
+  uint32_t sent = 0;            // not received yet
+  uint32_t claimed = 0;         // received and held, `self`'s included
+  uint32_t releasing = 0;       // dropped by their receiver, release on its way, `self`'s included
+  uint32_t claimed_self = 0;    // those of `claimed` whose receiver is `self`
+  uint32_t releasing_self = 0;  // those of `releasing` whose receiver is `self`
+};
 
 struct SlotRef {
   uint32_t index = 0;
@@ -112,15 +126,16 @@ class RefTable {
   // Receiver: Sent -> Claimed by this pid. False when the slot was
   // reclaimed or claimed by someone else.
   bool claim(const SlotRef& ref);
-  // Claimed -> Free (generation + 1).
+  // Receiver, when its storage dies: Claimed -> Releasing (the holder pid
+  // kept). No effect on a slot in any other state or generation.
+  void mark_releasing(const SlotRef& ref);
+  // Any state but Free -> Free, for this generation (the next take bumps it).
   void release(const SlotRef& ref);
-  // True while the slot is Sent or Claimed with this generation.
+  // True while the slot is not Free with this generation.
   bool live(const SlotRef& ref) const;
   SlotState state(const SlotRef& ref) const;
-  // Slots currently Sent or Claimed.
-  uint32_t live_count() const;
-  // Slots currently Claimed by `pid`.
-  uint32_t claimed_by(int32_t pid) const;
+  // The slots that are not Free, by state, and those `self` received.
+  SlotCounts counts(int32_t self) const;
   // Owner: frees the slot if it is still Sent (a descriptor nobody
   // received); false when a receiver claimed it first, or it is gone.
   bool reclaim_unclaimed(const SlotRef& ref);
@@ -129,7 +144,7 @@ class RefTable {
   // them (the owner does not know when they were sent); returns how many.
   // Call under the caller's lock: it keeps the first-seen times.
   uint32_t reclaim_unclaimed_forwards(std::chrono::steady_clock::duration timeout);
-  // Owner: frees slots claimed by processes that no longer exist, a reused
+  // Owner: frees slots Claimed or Releasing by processes that no longer exist, a reused
   // pid included (the claimer's start time is kept per slot); returns how
   // many. `memo` caches each holder's liveness for the pass.
   uint32_t reclaim_dead_holders(PidMemo* memo);

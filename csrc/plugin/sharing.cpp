@@ -236,6 +236,9 @@ void sent_block_deleter(void* ctx) {
 void received_deleter(void* ctx) {
   // Runs in a storage's (noexcept) destructor: nothing may escape.
   std::unique_ptr<Received> r(static_cast<Received*>(ctx));
+  // Tells the producer this release is on its way (its exit waits for those,
+  // not for tensors still held).
+  r->ref.table->mark_releasing(r->ref.slot);
   try {
     auto device = r->import->device();
     Releaser::get().push(std::move(r), c10_npu::getCurrentNPUStream(device));
@@ -643,8 +646,11 @@ SharingStats sharing_stats() {
   st.limbo_blocks = static_cast<int64_t>(s.limbo.size());
   const auto me = own_pid();
   for (const auto& t : s.tables) {
-    st.live_slots += t->live_count();
-    st.live_slots_self += t->claimed_by(me);
+    const SlotCounts c = t->counts(me);
+    st.live_slots += c.sent + c.claimed + c.releasing;
+    st.live_slots_self += c.claimed_self + c.releasing_self;
+    st.unreceived_slots += c.sent;
+    st.releasing_slots += c.releasing - c.releasing_self;
   }
   st.fallback_syncs = s.fallback_syncs;
   st.out_of_events_sends = s.out_of_events_sends;

@@ -59,6 +59,10 @@ struct SharingStats {
   int64_t limbo_blocks = 0;
   int64_t live_slots = 0;       // sent slots not yet released (received or not)
   int64_t live_slots_self = 0;  // those of them this process received itself
+  int64_t unreceived_slots = 0;  // those of them nobody received yet
+  // Those of them other processes dropped, their release on its way (what an
+  // exiting producer waits for; this process's own go with it).
+  int64_t releasing_slots = 0;
   int64_t fallback_syncs = 0;
   int64_t out_of_events_sends = 0;  // fallback_syncs made because the device had no IPC event left
   int64_t no_ipc_event_sends = 0;   // fallback_syncs made because the NPU or runtime has no IPC events

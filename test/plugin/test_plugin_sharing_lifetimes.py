@@ -490,7 +490,9 @@ def _record_stream_producer(q: Any, back: Any) -> None:
     dropped_at = get(back)  # the receiver dropped its tensor; its side stream reads it for 1.5 s more
     time.sleep(max(0.0, dropped_at + 0.5 - time.time()))
     torch_npu_ipc.ipc_collect()
-    assert torch_npu_ipc.sharing_stats()["live_slots"] == 1, "released while the receiver's side stream still read it"
+    st = torch_npu_ipc.sharing_stats()
+    assert st["live_slots"] == 1, f"released while the receiver's side stream still read it: {st}"
+    assert st["releasing_slots"] == 1, f"the drop is not known to be on its way: {st}"
     _drain()
     assert get(back) == "done"
 
@@ -526,6 +528,52 @@ def test_record_stream_on_a_received_tensor(how: str) -> None:
     q, back = s.queue(), s.queue()
     s.start("producer", _record_stream_producer, q, back)
     s.start("receiver", _record_stream_receiver, q, back, how)
+    s.finish(timeout=180)
+
+
+# ------------------------------------------------------------------- a send's states
+def _slot_counts() -> tuple[int, int, int]:
+    st = torch_npu_ipc.sharing_stats()
+    return st["unreceived_slots"], st["releasing_slots"], st["live_slots"]
+
+
+def _states_producer(q: Any, back: Any) -> None:
+    x = torch.ones(SMALL, device="npu:0")
+    desc = torch_npu_ipc.export_tensor(x)
+    assert _slot_counts() == (1, 0, 1), "sent, not received"
+    q.put(desc)
+    assert get(back) == "held"
+    assert _slot_counts() == (0, 0, 1), "received and held"
+    q.put("drop")
+    assert get(back) == "dropped"  # its stream reads x for 1.5 s more
+    assert _slot_counts() == (0, 1, 1), "dropped, the release on its way"
+    _drain()
+    assert _slot_counts() == (0, 0, 0), "released"
+    q.put("checked")
+
+
+def _states_receiver(q: Any, back: Any) -> None:
+    t = torch_npu_ipc.import_tensor(get(q))
+    back.put("held")
+    assert get(q) == "drop"
+    aclsim.sleep(torch.npu.current_stream().npu_stream, 1.5)
+    y = t + 1
+    del t
+    back.put("dropped")
+    assert torch.equal(y.cpu(), torch.full((SMALL,), 2.0))
+    assert get(q) == "checked"
+
+
+def test_a_send_goes_through_its_states() -> None:
+    """``sharing_stats`` tells a send not received, a tensor held, and a release on its way apart.
+
+    The receiver marks its slot "releasing" when its storage dies, before its
+    stream ran past the drop: what an exiting producer waits for.
+    """
+    s = Scenario()
+    q, back = s.queue(), s.queue()
+    s.start("producer", _states_producer, q, back)
+    s.start("receiver", _states_receiver, q, back)
     s.finish(timeout=180)
 
 

@@ -256,6 +256,9 @@ def _doomed_consumer(q: Any, back: Any) -> None:
     held = [get(q) for _ in range(K)]
     for i, t in enumerate(held):
         assert torch.equal(t[:4].cpu(), torch.full((4,), float(i)))
+    # Half of them dropped behind device work that outlives this process: their releases stay on their way.
+    aclsim.sleep(torch.npu.current_stream().npu_stream, 600)
+    del held[: K // 2], t
     back.put(("holding", os.getpid()))
     time.sleep(600)  # killed by the test
 
@@ -268,8 +271,8 @@ def _orphaned_producer(q: Any, back: Any, ctl: Any, to_test: Any) -> None:
     tag, pid = get(back)
     assert tag == "holding"
     st = torch_npu_ipc.sharing_stats()
-    assert st["limbo_blocks"] == K and st["live_slots"] == K, st
-    assert torch_npu_ipc.ipc_collect() == 0, "collected blocks a live receiver holds"
+    assert st["limbo_blocks"] == K and st["live_slots"] == K and st["releasing_slots"] == K // 2, st
+    assert torch_npu_ipc.ipc_collect() == 0, "collected blocks a live receiver holds or still releases"
     assert torch.npu.memory_allocated(0) > mem0
     to_test.put(pid)
     assert get(ctl) == "killed"
@@ -286,7 +289,7 @@ def _orphaned_producer(q: Any, back: Any, ctl: Any, to_test: Any) -> None:
 
 
 def test_receiver_sigkilled_blocks_reclaimed() -> None:
-    """A receiver SIGKILLed while holding tensors: the producer's ipc_collect() frees them within 5 s."""
+    """A receiver SIGKILLed holding tensors or releasing them: the producer's ipc_collect() frees them within 5 s."""
     s = Scenario()
     q, back, ctl, to_test = s.queue(), s.queue(), s.queue(), s.queue()
     victim = s.start("consumer", _doomed_consumer, q, back)
@@ -430,6 +433,50 @@ def test_exit_waits_for_releases_on_their_way(grace: float, tmp_path: Path) -> N
         assert lines == [], r.stderr[-3000:]
     else:
         assert len(lines) == 1 and "1 tensor(s)" in lines[0], r.stderr[-3000:]
+
+
+HOLD_AT_EXIT = """
+import atexit, time
+ended = []
+# Registered before torch_npu_ipc's own handler, so it runs after it (atexit is last in, first out).
+atexit.register(lambda: print(f"exit wait {time.monotonic() - ended[0]:.2f} s", flush=True))
+import torch_npu_ipc, torch
+import torch.multiprocessing as mp
+
+def consumer(inbox, outbox):
+    x = inbox.get(timeout=60)
+    outbox.put("held")
+    time.sleep(60)  # holds x until the producer's exit ends this daemon process
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=consumer, args=(inbox, outbox), daemon=True)
+    p.start()
+    x = torch.full((4096,), 3.0, device="npu:0")
+    inbox.put(x)
+    assert outbox.get(timeout=60) == "held"
+    print("producer: exiting", flush=True)
+    ended.append(time.monotonic())
+"""
+
+
+def test_exit_does_not_wait_for_tensors_held(tmp_path: Path) -> None:
+    """A tensor a receiver still holds does not extend the exit wait, however long the grace: one warning at once.
+
+    (A DataLoader's main process keeps its last batch while the workers exit: before receivers marked their
+    drops, each worker waited out the whole grace.)
+    """
+    script = tmp_path / "hold_at_exit.py"  # a file: spawned children import their target from it
+    script.write_text(HOLD_AT_EXIT)
+    env = dict(os.environ, TORCH_NPU_IPC_EXIT_GRACE_MS="30000")
+    r = subprocess.run([sys.executable, str(script)], env=env, check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "producer: exiting" in r.stdout, r.stdout
+    waited = float(r.stdout.split("exit wait ")[1].split()[0])
+    assert waited < 15, f"the producer waited {waited} s of its 30 s grace for a tensor still held"
+    lines = [ln for ln in r.stderr.splitlines() if "torch_npu_ipc: warning" in ln]
+    assert len(lines) == 1 and "1 tensor(s)" in lines[0], r.stderr[-3000:]
 
 
 FEEDER_AT_EXIT = """
