@@ -356,10 +356,13 @@ def sharing_stats() -> dict[str, Any]:
         ``out_of_events_sends`` of them because the device had no IPC event
         left, or ``no_ipc_event_sends`` because the NPU or its runtime has no
         IPC events at all), ``in_fallback`` (the latest send synchronized; it
-        changes only at the next send), and
+        changes only at the next send),
         ``release_syncs`` (times this process, as a receiver, gave tensors back
         by synchronizing a stream because it could not record a fence event
-        on it: the device was out of events, or torch_npu's task queue failed).
+        on it: the device was out of events, or torch_npu's task queue failed),
+        and ``out_of_memory_waits`` (allocations that found the device short of
+        memory and waited for receivers' releases on their way instead of
+        failing).
     """
     return dict(_C._sharing_stats())
 

@@ -58,6 +58,7 @@ AclTable load() {
   resolve(t.SetDevice, "aclrtSetDevice");
   resolve(t.GetDeviceCount, "aclrtGetDeviceCount");
   resolve(t.GetPrimaryCtxState, "aclrtGetPrimaryCtxState");
+  resolve(t.GetMemInfo, "aclrtGetMemInfo");
   resolve(t.IpcGetEventHandle, "aclrtIpcGetEventHandle");
   resolve(t.IpcOpenEventHandle, "aclrtIpcOpenEventHandle");
   resolve(t.IpcMemGetExportKey, "aclrtIpcMemGetExportKey");

@@ -26,6 +26,7 @@ struct AclTable {
   aclError (*SetDevice)(int32_t) = nullptr;
   aclError (*GetDeviceCount)(uint32_t*) = nullptr;
   aclError (*GetPrimaryCtxState)(int32_t, uint32_t*, int32_t*) = nullptr;
+  aclError (*GetMemInfo)(aclrtMemAttr, size_t*, size_t*) = nullptr;
   // IPC events.
   aclError (*IpcGetEventHandle)(aclrtEvent, aclrtIpcEventHandle*) = nullptr;
   aclError (*IpcOpenEventHandle)(aclrtIpcEventHandle, aclrtEvent*) = nullptr;

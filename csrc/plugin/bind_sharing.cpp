@@ -89,6 +89,7 @@ void bind_sharing(py::module_& m) {
     d["no_ipc_event_sends"] = s.no_ipc_event_sends;
     d["in_fallback"] = s.in_fallback;
     d["release_syncs"] = s.release_syncs;
+    d["out_of_memory_waits"] = s.out_of_memory_waits;
     return d;
   });
 }

@@ -457,9 +457,11 @@ bool RefTable::owner_alive_now() const {
   return owner_in_proc();
 }
 
-void RefTable::live_tags(std::unordered_set<uint64_t>* out) const {
+void RefTable::live_tags(std::unordered_set<uint64_t>* out, std::unordered_set<uint64_t>* releasing) const {
   for (uint32_t i = 0; i < kSlots; ++i) {
-    if (state_of(word(i)->load(std::memory_order_acquire)) != SlotState::Free) out->insert(tag_word(i)->load());
+    const SlotState st = state_of(word(i)->load(std::memory_order_acquire));
+    if (st == SlotState::Free) continue;
+    (st == SlotState::Releasing && releasing != nullptr ? releasing : out)->insert(tag_word(i)->load());
   }
 }
 

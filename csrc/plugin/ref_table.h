@@ -119,10 +119,11 @@ class RefTable {
   bool fingerprint(const SlotRef& ref, uint64_t* out) const;
   // The block tag of a slot (0 if it was reused since).
   uint64_t tag(const SlotRef& ref) const;
-  // True while any slot tagged `tag` is Sent or Claimed.
+  // True while any slot tagged `tag` is not Free.
   bool tag_live(uint64_t tag) const;
-  // Adds the tag of every slot that is Sent or Claimed to `out` (one pass).
-  void live_tags(std::unordered_set<uint64_t>* out) const;
+  // Adds the tag of every slot that is not Free to `out` (one pass); with
+  // `releasing`, the tags of Releasing slots go there instead.
+  void live_tags(std::unordered_set<uint64_t>* out, std::unordered_set<uint64_t>* releasing = nullptr) const;
   // Receiver: Sent -> Claimed by this pid. False when the slot was
   // reclaimed or claimed by someone else.
   bool claim(const SlotRef& ref);

@@ -49,6 +49,9 @@ constexpr auto kDeadScanInterval = std::chrono::milliseconds(50);
 // share_storage() collects limbo by itself once it holds this many blocks,
 // then again when it doubled (amortized: never on every share).
 constexpr size_t kAutoCollectMin = 64;
+// How long an allocation that finds the device short of memory waits for
+// receivers' releases on their way (see CollectOnOutOfMemory).
+constexpr auto kOutOfMemoryWait = std::chrono::seconds(5);
 
 std::chrono::seconds unclaimed_timeout() {
   static const auto t = std::chrono::seconds(env_int("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", 600, 1000000000));
@@ -69,6 +72,8 @@ struct SentBlock {
   c10::DataPtr original;
   uint64_t tag = 0;  // block id carried by every slot that references it, forwarders' included
   std::vector<Ref> refs;
+  c10::DeviceIndex device = -1;
+  size_t nbytes = 0;  // the storage's
 };
 
 // Context of a storage rebuilt in a receiver.
@@ -101,6 +106,7 @@ struct State {
   int64_t no_ipc_event_sends = 0;   // those of fallback_syncs made where IPC events are unsupported
   bool in_fallback = false;
   std::atomic<int64_t> release_syncs{0};  // the releaser's, see Releaser::run
+  int64_t out_of_memory_waits = 0;        // see CollectOnOutOfMemory
   std::mutex events_mu;
   std::map<std::pair<std::string, int>, std::shared_ptr<IpcEvent>> opened;  // receiver's event cache
 };
@@ -462,6 +468,8 @@ Descriptor share_storage(const c10::Storage& storage) {
       auto owned = std::make_unique<SentBlock>();
       owned->tag = s.next_tag++;
       owned->pin = std::move(block.pin);
+      owned->device = dev.index();
+      owned->nbytes = impl->nbytes();
       // One swap: a thread launching work on this storage meanwhile never sees a null pointer.
       void* data = impl->mutable_data();
       sent = owned.get();
@@ -611,14 +619,35 @@ int64_t ipc_collect(bool force) {
 
 namespace {
 
-// torch_npu's caching allocator runs its free-memory callbacks when an
-// allocation fails, before it raises out of memory, and retries when one
-// freed something (torch.cuda registers its IPC collect the same way). A
-// producer that drops what it sent, `q.put(t); del t`, leaves blocks in limbo
-// until receivers let go; without this they stay there, below the automatic
-// collection's block count, while the device runs out. It runs with the
-// allocator's lock held: a thread holding the sharing lock may be waiting for
-// that allocator, so it never waits for the sharing lock (skips instead).
+// Bytes of the limbo blocks on `device` that only releases on their way
+// keep (every live slot of theirs is Releasing): they come back once the
+// receivers' streams ran past the drops.
+size_t releasing_bytes_locked(const State& s, c10::DeviceIndex device) {
+  std::unordered_set<uint64_t> held, releasing;
+  for (const auto& t : s.tables) t->live_tags(&held, &releasing);
+  size_t bytes = 0;
+  for (const auto& b : s.limbo) {
+    if (b->device == device && releasing.count(b->tag) != 0 && held.count(b->tag) == 0) bytes += b->nbytes;
+  }
+  return bytes;
+}
+
+// torch_npu's caching allocator runs its free-memory callbacks when no cached
+// block fits a request, before it asks the device for more, and searches
+// again when one freed something (torch.cuda registers its IPC collect the
+// same way). A producer that drops what it sent, `q.put(t); del t`, leaves
+// blocks in limbo until receivers let go; without this they stay there, below
+// the automatic collection's block count, while the device runs out.
+//
+// A receiver's release follows the producer's own device progress (its
+// stream waits on the producer's later sends before it reaches the drop), so
+// a producer running ahead of its device holds its device backlog's worth of
+// blocks. When the device has less memory left than those releases on their
+// way would return, this waits for them (up to kOutOfMemoryWait, returning at
+// the first block freed) instead of letting the allocation fail: backpressure
+// only where memory ran short. It runs with the allocator's lock held: a
+// thread holding the sharing lock may be waiting for that allocator, so it
+// never waits for the sharing lock (tries it instead).
 class CollectOnOutOfMemory final : public c10_npu::NPUCachingAllocator::FreeMemoryCallback {
  public:
   bool Execute() override {
@@ -626,7 +655,26 @@ class CollectOnOutOfMemory final : public c10_npu::NPUCachingAllocator::FreeMemo
     Released released;  // freed (through the allocator, re-entered) after `lock`
     std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
     if (!lock.owns_lock()) return false;
-    return collect_locked(s, /*force=*/true, &released) > 0;
+    if (collect_locked(s, /*force=*/true, &released) > 0) return true;
+    const AclTable& a = acl();
+    int32_t device = -1;
+    size_t free = 0;
+    size_t total = 0;
+    if (a.GetDevice == nullptr || a.GetMemInfo == nullptr || handled(a.GetDevice(&device)) != ACL_SUCCESS) return false;
+    const size_t coming = releasing_bytes_locked(s, static_cast<c10::DeviceIndex>(device));
+    if (coming == 0 || handled(a.GetMemInfo(ACL_HBM_MEM, &free, &total)) != ACL_SUCCESS || free >= coming) {
+      return false;
+    }
+    ++s.out_of_memory_waits;
+    const auto deadline = Clock::now() + kOutOfMemoryWait;
+    while (Clock::now() < deadline) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (!lock.try_lock()) continue;
+      if (collect_locked(s, /*force=*/false, &released) > 0) return true;
+      if (releasing_bytes_locked(s, static_cast<c10::DeviceIndex>(device)) == 0) return false;
+    }
+    return false;
   }
 };
 
@@ -657,6 +705,7 @@ SharingStats sharing_stats() {
   st.no_ipc_event_sends = s.no_ipc_event_sends;
   st.in_fallback = s.in_fallback;
   st.release_syncs = s.release_syncs.load(std::memory_order_relaxed);
+  st.out_of_memory_waits = s.out_of_memory_waits;
   return st;
 }
 

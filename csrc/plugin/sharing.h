@@ -68,6 +68,9 @@ struct SharingStats {
   int64_t no_ipc_event_sends = 0;   // fallback_syncs made because the NPU or runtime has no IPC events
   bool in_fallback = false;
   int64_t release_syncs = 0;  // releases that synchronized a stream: no fence could be recorded
+  // Allocations that found the device short of memory and waited for
+  // receivers' releases on their way instead of failing.
+  int64_t out_of_memory_waits = 0;
 };
 SharingStats sharing_stats();
 // SharingStats::out_of_events_sends alone (no pruning: cheap).

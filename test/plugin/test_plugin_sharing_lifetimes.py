@@ -9,6 +9,8 @@
   received its own tensor closes that import before unexporting the segment.
 - Receiving a tensor allocates nothing on the receiver's device: the
   storage points at the producer's memory from the start.
+- A producer running ahead of its device waits for receivers' releases on
+  their way when the device runs short, instead of running out of memory.
 - A send whose device has no IPC event left synchronizes instead and warns
   (also in a Queue's feeder thread, where an error would drop the message);
   sends use events again once receivers caught up.
@@ -29,8 +31,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -668,7 +674,20 @@ if __name__ == "__main__":
 """
 
 
-def test_out_of_memory_collects_what_receivers_let_go(tmp_path: Any) -> None:
+def _run_script(script: Path, text: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``text`` as the file ``script`` (spawned children import their targets from it) with ``env`` added."""
+    script.write_text(text)
+    return subprocess.run(
+        [sys.executable, str(script)],
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_out_of_memory_collects_what_receivers_let_go(tmp_path: Path) -> None:
     """A producer that drops each tensor after sending it never runs out while receivers let go.
 
     Dropped blocks wait in limbo until receivers release them, and the
@@ -678,18 +697,76 @@ def test_out_of_memory_collects_what_receivers_let_go(tmp_path: Any) -> None:
     the released ones before the allocation fails; without it the 16th send
     raised OutOfMemoryError although no receiver held anything.
     """
-    import os
-    import subprocess
-    import sys
-
-    script = tmp_path / "drop_after_send.py"  # a file: spawned children import its consumer from it
-    script.write_text(_DROP_AFTER_SEND)
-    env = dict(os.environ, ACLSIM_DEVICE_MEMORY_MB="128")
-    proc = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, check=False
-    )
+    proc = _run_script(tmp_path / "drop_after_send.py", _DROP_AFTER_SEND, ACLSIM_DEVICE_MEMORY_MB="128")
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
     assert "sent 40" in proc.stdout
+
+
+_RUN_AHEAD = """
+import random
+
+import aclsim
+import torch_npu_ipc
+import torch
+import torch.multiprocessing as mp
+
+N, NUMEL = 150, 1 << 20  # 4 MB float32 tensors, 600 MB in all, through a 256 MB device
+
+
+def consumer(q, ready, out):
+    import torch_npu_ipc  # noqa: F401
+
+    ready.put("ready")
+    window, seen = [], []
+    rng = random.Random(0)
+    while (t := q.get()) is not None:
+        seen.append(t[:: NUMEL // 4].clone())  # read behind the wait on the producer's event
+        window.append(t)
+        if len(window) > 8:
+            window.pop(rng.randrange(len(window)))  # dropped out of order; its release follows
+    window.clear()
+    out.put([s.cpu().tolist() for s in seen])
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    q, ready, out = ctx.Queue(maxsize=16), ctx.Queue(), ctx.Queue()
+    c = ctx.Process(target=consumer, args=(q, ready, out), daemon=True)
+    c.start()
+    assert ready.get(timeout=120) == "ready"
+    # The device runs a second behind the host; receivers' streams wait on its events,
+    # so their releases come no sooner.
+    aclsim.sleep(torch.npu.current_stream().npu_stream, 1.0)
+    for i in range(N):
+        t = torch.full((NUMEL,), float(i), device="npu:0")
+        q.put(t)
+        del t
+    q.put(None)
+    seen = out.get(timeout=120)
+    assert seen == [[float(i)] * 4 for i in range(N)], "a block was reused while a receiver still read it"
+    print("sent", N, "waits", torch_npu_ipc.sharing_stats()["out_of_memory_waits"], flush=True)
+"""
+
+
+def test_out_of_memory_waits_for_releases_on_their_way(tmp_path: Path) -> None:
+    """A producer running ahead of its device waits for receivers' releases instead of running out.
+
+    A receiver's release follows the producer's device (its stream waits on
+    the producer's later events before it reaches the drop), so the producer
+    holds its device backlog's worth of blocks: here 150 sends of 4 MB
+    through a 256 MB device that runs a second behind. When the device has
+    less memory left than the releases on their way would return, the
+    allocator's callback waits for them (``out_of_memory_waits``). Without
+    that wait (``aclrtGetMemInfo`` hidden from the plugin) the same run
+    raises OutOfMemoryError; either way no block is reused under a reader.
+    """
+    script = tmp_path / "run_ahead.py"
+    proc = _run_script(script, _RUN_AHEAD, ACLSIM_DEVICE_MEMORY_MB="256")
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    waits = int(proc.stdout.split("sent 150 waits ")[1].split()[0])
+    assert waits > 0, proc.stdout
+    proc = _run_script(script, _RUN_AHEAD, ACLSIM_DEVICE_MEMORY_MB="256", TORCH_NPU_IPC_ACL_HIDE="aclrtGetMemInfo")
+    assert proc.returncode != 0 and "OutOfMemoryError" in proc.stderr, f"{proc.stdout}\n{proc.stderr[-3000:]}"
 
 
 RECEIVE_WORK = 0.5  # s of device work the receiver queues on its receiving stream
