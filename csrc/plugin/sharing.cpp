@@ -668,7 +668,7 @@ class CollectOnOutOfMemory final : public c10_npu::NPUCachingAllocator::FreeMemo
     ++s.out_of_memory_waits;
     const auto deadline = Clock::now() + kOutOfMemoryWait;
     while (Clock::now() < deadline) {
-      lock.unlock();
+      if (lock.owns_lock()) lock.unlock();  // a turn may have found the lock taken
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (!lock.try_lock()) continue;
       if (collect_locked(s, /*force=*/false, &released) > 0) return true;
