@@ -31,6 +31,11 @@ CORE_SETTINGS: dict[str, tuple[int, int, str]] = {
         10**9,
         "milliseconds an exiting producer waits for releases on their way and tensors not received yet",
     ),
+    "TORCH_NPU_IPC_EXIT_HELD_GRACE_MS": (
+        2000,
+        10**9,
+        "milliseconds an exiting producer waits for tensors receivers still hold (their queued work may read them)",
+    ),
 }
 
 

@@ -360,9 +360,9 @@ def sharing_stats() -> dict[str, Any]:
         ``release_syncs`` (times this process, as a receiver, gave tensors back
         by synchronizing a stream because it could not record a fence event
         on it: the device was out of events, or torch_npu's task queue failed),
-        and ``out_of_memory_waits`` (allocations that found the device short of
-        memory and waited for receivers' releases on their way instead of
-        failing).
+        and ``out_of_memory_waits`` (allocations that found the device with
+        less memory left than receivers' releases on their way would return,
+        and waited for them; counted also when no block came back in time).
     """
     return dict(_C._sharing_stats())
 
@@ -460,15 +460,19 @@ def safe_globals() -> list[Callable[..., Any]]:
 # releases and descriptors not received yet (TORCH_NPU_IPC_EXIT_GRACE_MS, read
 # at import; a program may also set this).
 EXIT_GRACE_S = setting("TORCH_NPU_IPC_EXIT_GRACE_MS") / 1000
+# How long it waits for tensors receivers still hold, whose work already queued
+# on their streams may still read them (TORCH_NPU_IPC_EXIT_HELD_GRACE_MS).
+EXIT_HELD_GRACE_S = setting("TORCH_NPU_IPC_EXIT_HELD_GRACE_MS") / 1000
 
 
 def _exit_census() -> tuple[int, int]:
     # (sends on their way: not received yet, or dropped and being released;
-    # sends other processes have not released), after forgetting receivers
-    # that exited before their release reached us.
+    # sends other processes hold), after forgetting receivers that exited
+    # before their release reached us.
     _C._ipc_collect(force=True)
     st = _C._sharing_stats()
-    return int(st["unreceived_slots"] + st["releasing_slots"]), int(st["live_slots"] - st["live_slots_self"])
+    pending = int(st["unreceived_slots"] + st["releasing_slots"])
+    return pending, int(st["live_slots"] - st["live_slots_self"]) - pending
 
 
 @atexit.register
@@ -479,13 +483,19 @@ def _warn_if_shared_tensors_alive() -> None:
     # for those releases, and for descriptors still in a queue, up to
     # EXIT_GRACE_S; the memory goes with this process, so this also keeps it
     # alive for receivers' work still reading it. A tensor a receiver still
-    # holds is not waited for: nothing says when it will be dropped.
+    # holds may be read by work its stream has queued (a DataLoader's last
+    # batch, still computing): that is waited for up to EXIT_HELD_GRACE_S, as
+    # nothing tells this process when that work ran.
     try:
-        pending, live = _exit_census()
-        deadline = time.monotonic() + EXIT_GRACE_S
-        while pending and time.monotonic() < deadline:
+        start = time.monotonic()
+        pending, held = _exit_census()
+        while True:
+            waited = time.monotonic() - start
+            if not ((pending and waited < EXIT_GRACE_S) or (held and waited < EXIT_HELD_GRACE_S)):
+                break
             time.sleep(0.005)
-            pending, live = _exit_census()
+            pending, held = _exit_census()
+        live = pending + held
     except Exception:  # the runtime may already be finalized
         return
     if live:

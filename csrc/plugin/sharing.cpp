@@ -644,8 +644,9 @@ size_t releasing_bytes_locked(const State& s, c10::DeviceIndex device) {
 // a producer running ahead of its device holds its device backlog's worth of
 // blocks. When the device has less memory left than those releases on their
 // way would return, this waits for them (up to kOutOfMemoryWait, returning at
-// the first block freed) instead of letting the allocation fail: backpressure
-// only where memory ran short. It runs with the allocator's lock held: a
+// the first block freed). Not told the request's size, it takes that as the
+// sign memory ran short (docs/sharing.md lists where the proxy misses). It
+// runs with the allocator's lock held: a
 // thread holding the sharing lock may be waiting for that allocator, so it
 // never waits for the sharing lock (tries it instead).
 class CollectOnOutOfMemory final : public c10_npu::NPUCachingAllocator::FreeMemoryCallback {

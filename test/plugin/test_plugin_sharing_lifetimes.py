@@ -758,7 +758,7 @@ def test_out_of_memory_waits_for_releases_on_their_way(tmp_path: Path) -> None:
     less memory left than the releases on their way would return, the
     allocator's callback waits for them (``out_of_memory_waits``). Without
     that wait (``aclrtGetMemInfo`` hidden from the plugin) the same run
-    raises OutOfMemoryError; either way no block is reused under a reader.
+    runs out of memory; either way no block is reused under a reader.
     """
     script = tmp_path / "run_ahead.py"
     proc = _run_script(script, _RUN_AHEAD, ACLSIM_DEVICE_MEMORY_MB="256")
@@ -766,7 +766,8 @@ def test_out_of_memory_waits_for_releases_on_their_way(tmp_path: Path) -> None:
     waits = int(proc.stdout.split("sent 150 waits ")[1].split()[0])
     assert waits > 0, proc.stdout
     proc = _run_script(script, _RUN_AHEAD, ACLSIM_DEVICE_MEMORY_MB="256", TORCH_NPU_IPC_ACL_HIDE="aclrtGetMemInfo")
-    assert proc.returncode != 0 and "OutOfMemoryError" in proc.stderr, f"{proc.stdout}\n{proc.stderr[-3000:]}"
+    # torch.OutOfMemoryError; a RuntimeError with the same text from older torch_npu (2.7.1)
+    assert proc.returncode != 0 and "NPU out of memory" in proc.stderr, f"{proc.stdout}\n{proc.stderr[-3000:]}"
 
 
 RECEIVE_WORK = 0.5  # s of device work the receiver queues on its receiving stream

@@ -398,20 +398,20 @@ if __name__ == "__main__":
 """
 
 
-def test_exit_grace_from_the_environment() -> None:
-    """``TORCH_NPU_IPC_EXIT_GRACE_MS`` sets the exit wait; a bad value is refused at import, naming it."""
-    code = "import torch_npu_ipc.sharing as s; print(s.EXIT_GRACE_S)"
+@pytest.mark.parametrize("name", ["EXIT_GRACE", "EXIT_HELD_GRACE"])
+def test_exit_grace_from_the_environment(name: str) -> None:
+    """``TORCH_NPU_IPC_EXIT_GRACE_MS`` / ``..._EXIT_HELD_GRACE_MS`` set the exit waits; a bad value is refused."""
+    var = f"TORCH_NPU_IPC_{name}_MS"
+    code = f"import torch_npu_ipc.sharing as s; print(s.{name}_S)"
     for value, expected in (("", "2.0"), ("0", "0.0"), ("250", "0.25")):
-        env = dict(os.environ, TORCH_NPU_IPC_EXIT_GRACE_MS=value)
+        env = dict(os.environ, **{var: value})
         r = subprocess.run(
             [sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True, timeout=120
         )
         assert r.returncode == 0 and r.stdout.split()[-1] == expected, (value, r.stdout, r.stderr[-2000:])
-    env = dict(os.environ, TORCH_NPU_IPC_EXIT_GRACE_MS="-1")
+    env = dict(os.environ, **{var: "-1"})
     r = subprocess.run([sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0 and "TORCH_NPU_IPC_EXIT_GRACE_MS must be an integer from 0 to" in r.stderr, r.stderr[
-        -2000:
-    ]
+    assert r.returncode != 0 and f"{var} must be an integer from 0 to" in r.stderr, r.stderr[-2000:]
 
 
 @pytest.mark.parametrize("grace", [sharing.EXIT_GRACE_S, 0.0])
@@ -461,20 +461,21 @@ if __name__ == "__main__":
 """
 
 
-def test_exit_does_not_wait_for_tensors_held(tmp_path: Path) -> None:
-    """A tensor a receiver still holds does not extend the exit wait, however long the grace: one warning at once.
+@pytest.mark.parametrize("held_grace_ms", [0, 1000])
+def test_exit_waits_apart_for_tensors_held(held_grace_ms: int, tmp_path: Path) -> None:
+    """A tensor a receiver still holds is waited for ``TORCH_NPU_IPC_EXIT_HELD_GRACE_MS``, not the 30 s grace.
 
     (A DataLoader's main process keeps its last batch while the workers exit: before receivers marked their
-    drops, each worker waited out the whole grace.)
+    drops, a worker could not tell it from a release on its way, and waited out the whole grace.)
     """
     script = tmp_path / "hold_at_exit.py"  # a file: spawned children import their target from it
     script.write_text(HOLD_AT_EXIT)
-    env = dict(os.environ, TORCH_NPU_IPC_EXIT_GRACE_MS="30000")
+    env = dict(os.environ, TORCH_NPU_IPC_EXIT_GRACE_MS="30000", TORCH_NPU_IPC_EXIT_HELD_GRACE_MS=str(held_grace_ms))
     r = subprocess.run([sys.executable, str(script)], env=env, check=False, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "producer: exiting" in r.stdout, r.stdout
     waited = float(r.stdout.split("exit wait ")[1].split()[0])
-    assert waited < 15, f"the producer waited {waited} s of its 30 s grace for a tensor still held"
+    assert held_grace_ms / 1000 <= waited < 15, f"the producer waited {waited} s for a tensor still held"
     lines = [ln for ln in r.stderr.splitlines() if "torch_npu_ipc: warning" in ln]
     assert len(lines) == 1 and "1 tensor(s)" in lines[0], r.stderr[-3000:]
 
