@@ -72,7 +72,6 @@ struct SentBlock {
   c10::DataPtr original;
   uint64_t tag = 0;  // block id carried by every slot that references it, forwarders' included
   std::vector<Ref> refs;
-  c10::DeviceIndex device = -1;
   size_t nbytes = 0;  // the storage's
 };
 
@@ -468,7 +467,6 @@ Descriptor share_storage(const c10::Storage& storage) {
       auto owned = std::make_unique<SentBlock>();
       owned->tag = s.next_tag++;
       owned->pin = std::move(block.pin);
-      owned->device = dev.index();
       owned->nbytes = impl->nbytes();
       // One swap: a thread launching work on this storage meanwhile never sees a null pointer.
       void* data = impl->mutable_data();
@@ -627,7 +625,8 @@ size_t releasing_bytes_locked(const State& s, c10::DeviceIndex device) {
   for (const auto& t : s.tables) t->live_tags(&held, &releasing);
   size_t bytes = 0;
   for (const auto& b : s.limbo) {
-    if (b->device == device && releasing.count(b->tag) != 0 && held.count(b->tag) == 0) bytes += b->nbytes;
+    const bool here = b->original.device().index() == device;
+    if (here && releasing.count(b->tag) != 0 && held.count(b->tag) == 0) bytes += b->nbytes;
   }
   return bytes;
 }
