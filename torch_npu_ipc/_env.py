@@ -34,7 +34,7 @@ CORE_SETTINGS: dict[str, tuple[int, int, str]] = {
     "TORCH_NPU_IPC_EXIT_HELD_GRACE_MS": (
         2000,
         10**9,
-        "milliseconds an exiting producer waits for tensors receivers still hold (their queued work may read them)",
+        "milliseconds an exiting producer waits at most for receivers to fence the tensors they still hold",
     ),
 }
 

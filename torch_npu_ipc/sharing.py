@@ -351,7 +351,9 @@ def sharing_stats() -> dict[str, Any]:
         of them this process received itself), ``unreceived_slots`` (those of
         them nobody received yet), ``releasing_slots`` (those of them another
         process dropped, its release still on its way: its stream had not run
-        past the drop yet), ``fallback_syncs`` (sends that
+        past the drop yet), ``fenced_slots`` (those of them another process
+        still holds and fenced since this process asked, at its exit: the
+        work queued on them then has run), ``fallback_syncs`` (sends that
         synchronized instead of recording an event: over the in-flight budget,
         ``out_of_events_sends`` of them because the device had no IPC event
         left, or ``no_ipc_event_sends`` because the NPU or its runtime has no
@@ -460,19 +462,21 @@ def safe_globals() -> list[Callable[..., Any]]:
 # releases and descriptors not received yet (TORCH_NPU_IPC_EXIT_GRACE_MS, read
 # at import; a program may also set this).
 EXIT_GRACE_S = setting("TORCH_NPU_IPC_EXIT_GRACE_MS") / 1000
-# How long it waits for tensors receivers still hold, whose work already queued
-# on their streams may still read them (TORCH_NPU_IPC_EXIT_HELD_GRACE_MS).
+# How long it waits at most for receivers to fence the tensors they still hold
+# (TORCH_NPU_IPC_EXIT_HELD_GRACE_MS): a receiver fences them once the work its
+# streams had queued on them has run.
 EXIT_HELD_GRACE_S = setting("TORCH_NPU_IPC_EXIT_HELD_GRACE_MS") / 1000
 
 
-def _exit_census() -> tuple[int, int]:
+def _exit_census() -> tuple[int, int, int]:
     # (sends on their way: not received yet, or dropped and being released;
-    # sends other processes hold), after forgetting receivers that exited
-    # before their release reached us.
+    # sends other processes hold and have not fenced; sends they hold), after
+    # forgetting receivers that exited before their release reached us.
     _C._ipc_collect(force=True)
     st = _C._sharing_stats()
     pending = int(st["unreceived_slots"] + st["releasing_slots"])
-    return pending, int(st["live_slots"] - st["live_slots_self"]) - pending
+    held = int(st["live_slots"] - st["live_slots_self"]) - pending
+    return pending, held - int(st["fenced_slots"]), held
 
 
 @atexit.register
@@ -484,17 +488,18 @@ def _warn_if_shared_tensors_alive() -> None:
     # EXIT_GRACE_S; the memory goes with this process, so this also keeps it
     # alive for receivers' work still reading it. A tensor a receiver still
     # holds may be read by work its stream has queued (a DataLoader's last
-    # batch, still computing): that is waited for up to EXIT_HELD_GRACE_S, as
-    # nothing tells this process when that work ran.
+    # batch, still computing): receivers are asked to fence those, and the
+    # exit waits for their answers up to EXIT_HELD_GRACE_S.
     try:
+        _C._request_exit_fence()
         start = time.monotonic()
-        pending, held = _exit_census()
+        pending, unfenced, held = _exit_census()
         while True:
             waited = time.monotonic() - start
-            if not ((pending and waited < EXIT_GRACE_S) or (held and waited < EXIT_HELD_GRACE_S)):
+            if not ((pending and waited < EXIT_GRACE_S) or (unfenced and waited < EXIT_HELD_GRACE_S)):
                 break
             time.sleep(0.005)
-            pending, held = _exit_census()
+            pending, unfenced, held = _exit_census()
         live = pending + held
     except Exception:  # the runtime may already be finalized
         return

@@ -68,6 +68,8 @@ void bind_sharing(py::module_& m) {
       py::arg("tensor"), py::arg("stream"),
       "Tensor.record_stream for shared or received memory; False (nothing done) for any other tensor.");
   m.def("_ipc_collect", released(&ipc_collect), py::arg("force") = false);
+  m.def("_request_exit_fence", &request_exit_fence,
+        "Ask receivers to fence the tensors of this process they still hold (the exit wait).");
   m.def("_inflight_budget", &inflight_budget);
   m.def("_export_keys_tracked", &export_keys_tracked,
         "True when torch_npu's allocator reports each segment free to the export-key cache (trace tracker).");
@@ -84,6 +86,7 @@ void bind_sharing(py::module_& m) {
     d["live_slots_self"] = s.live_slots_self;
     d["unreceived_slots"] = s.unreceived_slots;
     d["releasing_slots"] = s.releasing_slots;
+    d["fenced_slots"] = s.fenced_slots;
     d["fallback_syncs"] = s.fallback_syncs;
     d["out_of_events_sends"] = s.out_of_events_sends;
     d["no_ipc_event_sends"] = s.no_ipc_event_sends;

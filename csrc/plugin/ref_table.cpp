@@ -28,7 +28,7 @@
 namespace torch_npu_ipc {
 namespace {
 
-constexpr uint32_t kMagic = 0x54524633;  // "TRF3": layout with holder start times and fingerprints
+constexpr uint32_t kMagic = 0x54524634;  // "TRF4": layout with holder start times, fingerprints and exit fences
 constexpr char kPrefix[] = "torch_npu_ipc.";
 // Tables a receiver keeps mapped after its last tensor of them died.
 constexpr size_t kRecentTables = 16;
@@ -41,13 +41,19 @@ struct Header {
   uint32_t slots;
   int32_t owner_pid;
   uint32_t next_hint;
+  uint32_t fence_request;  // the owner's latest exit fence request (0: none)
+  uint32_t unused;
 };
 
-// Header, then four words per slot, array by array: the state word; the
+// Header, then five words per slot, array by array: the state word; the
 // block tag; the holder word, (generation << 32) | low 32 bits of the
 // claiming process's start time, written by the receiver right after its
-// claim; the fingerprint of what the send describes.
-constexpr size_t kBytes = sizeof(Header) + 4 * sizeof(std::atomic<uint64_t>) * RefTable::kSlots;
+// claim; the fingerprint of what the send describes; the fence word,
+// (generation << 32) | the fence request its receiver answered.
+constexpr size_t kBytes = sizeof(Header) + 5 * sizeof(std::atomic<uint64_t>) * RefTable::kSlots;
+static_assert(sizeof(Header) % sizeof(uint64_t) == 0, "slot words must stay 8-byte aligned");
+
+uint64_t pack_fence(uint32_t gen, uint32_t request) { return (uint64_t{gen} << 32) | request; }
 
 uint64_t pack(uint32_t gen, SlotState st, int32_t pid) {
   return (uint64_t{gen} << 32) | (uint64_t(static_cast<uint32_t>(st)) << 30) | (uint32_t(pid) & 0x3FFFFFFFu);
@@ -293,6 +299,8 @@ std::atomic<uint64_t>* RefTable::holder_word(uint32_t index) const { return word
 
 std::atomic<uint64_t>* RefTable::fingerprint_word(uint32_t index) const { return word(3 * kSlots + index); }
 
+std::atomic<uint64_t>* RefTable::fence_word(uint32_t index) const { return word(4 * kSlots + index); }
+
 int32_t RefTable::owner_pid() const { return static_cast<Header*>(base_)->owner_pid; }
 
 bool RefTable::owner_alive() const {
@@ -378,6 +386,24 @@ void RefTable::mark_releasing(const SlotRef& ref) {
   while (gen_of(cur) == ref.generation && state_of(cur) == SlotState::Claimed) {
     if (w->compare_exchange_weak(cur, pack(ref.generation, SlotState::Releasing, pid_of(cur)))) return;
   }
+}
+
+uint32_t RefTable::request_fence() {
+  auto* h = static_cast<Header*>(base_);
+  uint32_t request = __atomic_add_fetch(&h->fence_request, 1, __ATOMIC_SEQ_CST);
+  if (request == 0) request = __atomic_add_fetch(&h->fence_request, 1, __ATOMIC_SEQ_CST);  // 0 means none
+  return request;
+}
+
+uint32_t RefTable::fence_request() const {
+  return __atomic_load_n(&static_cast<Header*>(base_)->fence_request, __ATOMIC_ACQUIRE);
+}
+
+void RefTable::mark_fenced(const SlotRef& ref, uint32_t request) {
+  if (ref.index >= kSlots || state(ref) != SlotState::Claimed) return;
+  // Should the slot be released and taken again meanwhile, the word names
+  // the old generation and counts for nothing.
+  fence_word(ref.index)->store(pack_fence(ref.generation, request));
 }
 
 void RefTable::release(const SlotRef& ref) {
@@ -467,6 +493,7 @@ void RefTable::live_tags(std::unordered_set<uint64_t>* out, std::unordered_set<u
 
 SlotCounts RefTable::counts(int32_t self) const {
   SlotCounts c;
+  const uint32_t request = fence_request();
   for (uint32_t i = 0; i < kSlots; ++i) {
     const uint64_t cur = word(i)->load();
     switch (state_of(cur)) {
@@ -477,7 +504,11 @@ SlotCounts RefTable::counts(int32_t self) const {
         break;
       case SlotState::Claimed:
         ++c.claimed;
-        c.claimed_self += pid_of(cur) == self;
+        if (pid_of(cur) == self) {
+          ++c.claimed_self;
+        } else if (request != 0 && fence_word(i)->load() == pack_fence(gen_of(cur), request)) {
+          ++c.fenced;
+        }
         break;
       case SlotState::Releasing:
         ++c.releasing;

@@ -3,11 +3,12 @@
 // Each send of a tensor takes one slot in a table the producer owns (a POSIX
 // shared-memory file). The receiver CLAIMS the slot when it rebuilds the
 // tensor, marks it RELEASING when its storage dies, and RELEASES it once its
-// streams finished with the memory (the producer's exit waits only for those
-// releases on their way, not for tensors receivers still hold). A slot word
-// packs (generation, state, holder pid), so
-// every transition is one compare-and-swap and a stale or replayed
-// descriptor can never claim a reused slot.
+// streams finished with the memory. An exiting producer waits for releases on
+// their way, and asks receivers to FENCE the tensors they still hold: each
+// marks its slots once the work its streams had queued by then has run. A
+// slot word packs (generation, state, holder pid), so every transition is one
+// compare-and-swap and a stale or replayed descriptor can never claim a
+// reused slot.
 //
 // The producer reclaims slots whose holder died (kill -9) and, after a
 // timeout, slots nobody claimed (a message that was never received): a late
@@ -47,6 +48,9 @@ struct SlotCounts {
   uint32_t releasing = 0;       // dropped by their receiver, release on its way, `self`'s included
   uint32_t claimed_self = 0;    // those of `claimed` whose receiver is `self`
   uint32_t releasing_self = 0;  // those of `releasing` whose receiver is `self`
+  // Those of `claimed`, not `self`'s, whose receiver answered the latest
+  // fence request: the work its streams had queued on them then has run.
+  uint32_t fenced = 0;
 };
 
 struct SlotRef {
@@ -130,6 +134,15 @@ class RefTable {
   // Receiver, when its storage dies: Claimed -> Releasing (the holder pid
   // kept). No effect on a slot in any other state or generation.
   void mark_releasing(const SlotRef& ref);
+  // Owner, when it exits: asks receivers to fence the slots they hold (see
+  // mark_fenced). Returns the request's number, never 0.
+  uint32_t request_fence();
+  // The owner's latest fence request (0: none).
+  uint32_t fence_request() const;
+  // Receiver, answering fence request `request`: the work its streams had
+  // queued on the slot's tensor when it saw the request has run. No effect
+  // on a slot that is not Claimed in this generation.
+  void mark_fenced(const SlotRef& ref, uint32_t request);
   // Any state but Free -> Free, for this generation (the next take bumps it).
   void release(const SlotRef& ref);
   // True while the slot is not Free with this generation.
@@ -158,6 +171,7 @@ class RefTable {
   std::atomic<uint64_t>* tag_word(uint32_t index) const;
   std::atomic<uint64_t>* holder_word(uint32_t index) const;
   std::atomic<uint64_t>* fingerprint_word(uint32_t index) const;
+  std::atomic<uint64_t>* fence_word(uint32_t index) const;
 
   std::string name_;
   void* base_;

@@ -52,6 +52,9 @@ constexpr size_t kAutoCollectMin = 64;
 // How long an allocation that finds the device short of memory waits for
 // receivers' releases on their way (see CollectOnOutOfMemory).
 constexpr auto kOutOfMemoryWait = std::chrono::seconds(5);
+// While this process holds received tensors, its releaser looks this often
+// for their producers' exit fence requests (see Releaser::answer_fences).
+constexpr auto kFencePoll = std::chrono::milliseconds(20);
 
 std::chrono::seconds unclaimed_timeout() {
   static const auto t = std::chrono::seconds(env_int("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", 600, 1000000000));
@@ -136,9 +139,35 @@ bool block_live_locked(const State& s, SentBlock& b) {
   return false;
 }
 
+// The tensors this process received and still holds, by the table of their
+// slot: the releaser answers their producers' exit fence requests. An entry
+// leaves before its Received is destroyed (received_deleter), so a Received
+// found here under `mu` is alive.
+struct HeldTable {
+  std::shared_ptr<RefTable> table;
+  std::unordered_set<Received*> held;
+  uint32_t answered = 0;  // the table's latest fence request answered
+};
+
+struct Held {
+  std::mutex mu;
+  std::map<std::string, HeldTable> by_table;  // guarded by mu
+};
+
+Held& held() {
+  static Held* h = std::make_unique<Held>().release();  // deleters may run during interpreter shutdown
+  return *h;
+}
+
+bool holds_any() {
+  std::lock_guard<std::mutex> lock(held().mu);
+  return !held().by_table.empty();
+}
+
 // Releases receivers' slots once their streams finished with the memory,
 // off the thread that dropped the storage (which may be torch_npu's queue
-// thread, where flushing the queue would deadlock).
+// thread, where flushing the queue would deadlock), and answers exiting
+// producers' fence requests for the tensors this process still holds.
 class Releaser {
  public:
   static Releaser& get() {
@@ -148,68 +177,133 @@ class Releaser {
   // `item` is moved from only once queued: if this throws, the caller still owns it.
   void push(std::unique_ptr<Received>&& item, c10_npu::NPUStream stream) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!started_) {
-      std::thread([this] { run(); }).detach();
-      started_ = true;
-    }
+    start_locked();
     queue_.emplace_back(std::move(item), stream);
+    cv_.notify_one();
+  }
+  // This process now holds a received tensor: look for fence requests.
+  void watch() {
+    std::lock_guard<std::mutex> lock(mu_);
+    start_locked();
+    poked_ = true;
     cv_.notify_one();
   }
 
  private:
+  using Batch = std::deque<std::pair<std::unique_ptr<Received>, c10_npu::NPUStream>>;
+
+  void start_locked() {
+    if (started_) return;
+    std::thread([this] { run(); }).detach();
+    started_ = true;
+  }
+
   void run() {
     for (;;) {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return !queue_.empty(); });
-      // Take everything queued: one fence per stream covers every drop made
-      // before it on that stream (a fence per item would fall behind a busy
-      // receiver, keeping producers' blocks in limbo).
-      std::deque<std::pair<std::unique_ptr<Received>, c10_npu::NPUStream>> batch;
-      batch.swap(queue_);
-      lock.unlock();
-      std::vector<c10_npu::NPUStream> streams;
-      auto add = [&streams](const c10_npu::NPUStream& stream) {
-        if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
-      };
-      for (const auto& item : batch) {
-        add(item.second);
-        std::lock_guard<std::mutex> used_lock(item.first->mu);
-        for (const auto& stream : item.first->used_on) add(stream);
+      Batch batch;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (holds_any()) {
+          cv_.wait_for(lock, kFencePoll, [this] { return !queue_.empty(); });
+        } else {
+          cv_.wait(lock, [this] { return !queue_.empty() || poked_; });
+        }
+        poked_ = false;
+        // Take everything queued: one fence per stream covers every drop made
+        // before it on that stream (a fence per item would fall behind a busy
+        // receiver, keeping producers' blocks in limbo).
+        batch.swap(queue_);
       }
-      for (const auto& stream : streams) {
-        bool fenced = false;
+      if (!batch.empty()) release(batch);
+      answer_fences();
+    }
+  }
+
+  void release(Batch& batch) {
+    std::vector<c10_npu::NPUStream> streams;
+    for (const auto& item : batch) {
+      add(&streams, item.second);
+      std::lock_guard<std::mutex> used_lock(item.first->mu);
+      for (const auto& stream : item.first->used_on) add(&streams, stream);
+    }
+    fence(streams);
+    for (auto& item : batch) {
+      // The mapping first (it closes here when no other tensor or kept
+      // import holds it): CANN wants importers closed before the producer
+      // may free, and so unexport, the memory.
+      item.first->import.reset();
+      item.first->ref.table->release(item.first->ref.slot);
+    }
+  }
+
+  // An exiting producer asked (RefTable::request_fence) about the tensors
+  // this process still holds: mark their slots once the work queued so far
+  // on the streams they were used on has run. The producer's exit waits for
+  // those marks instead of its whole held-tensor grace; work queued after
+  // this on a tensor of an exiting producer reads memory that goes with it.
+  void answer_fences() {
+    struct Asked {
+      std::shared_ptr<RefTable> table;
+      SlotRef slot;
+      uint32_t request;
+    };
+    std::vector<Asked> asked;
+    std::vector<c10_npu::NPUStream> streams;
+    {
+      std::lock_guard<std::mutex> lock(held().mu);
+      for (auto& [name, entry] : held().by_table) {
+        const uint32_t request = entry.table->fence_request();
+        if (request == 0 || request == entry.answered) continue;
+        entry.answered = request;
+        for (Received* r : entry.held) {
+          asked.push_back(Asked{entry.table, r->ref.slot, request});
+          const c10::DeviceIndex device = r->import->device();
+          // The device's default stream too: where work runs unless the
+          // program chose another stream.
+          add(&streams, c10_npu::getDefaultNPUStream(device));
+          std::lock_guard<std::mutex> used_lock(r->mu);
+          for (const auto& stream : r->used_on) add(&streams, stream);
+        }
+      }
+    }
+    if (asked.empty()) return;
+    fence(streams);
+    for (const auto& a : asked) a.table->mark_fenced(a.slot, a.request);
+  }
+
+  static void add(std::vector<c10_npu::NPUStream>* streams, const c10_npu::NPUStream& stream) {
+    if (std::find(streams->begin(), streams->end(), stream) == streams->end()) streams->push_back(stream);
+  }
+
+  // Returns once the work queued so far on `streams` has run.
+  void fence(const std::vector<c10_npu::NPUStream>& streams) {
+    for (const auto& stream : streams) {
+      bool fenced = false;
+      try {
+        AclDeviceGuard guard(stream.device_index());
+        aclrtStream raw = drained(stream);
+        aclrtEvent fence = fence_for(stream.device_index());
+        if (raw != nullptr && fence != nullptr && handled(acl().RecordEvent(fence, raw)) == ACL_SUCCESS) {
+          fenced = handled(acl().SynchronizeEvent(fence)) == ACL_SUCCESS;
+        }
+      } catch (...) {
+      }
+      if (!fenced) {
+        // No fence (torch_npu's queue failed, no event left, the runtime is
+        // going away): wait for what the stream has at the runtime, which
+        // is all it can still run, before the producer may reuse the memory.
+        state().release_syncs.fetch_add(1, std::memory_order_relaxed);
         try {
           AclDeviceGuard guard(stream.device_index());
-          aclrtStream raw = drained(stream);
-          aclrtEvent fence = fence_for(stream.device_index());
-          if (raw != nullptr && fence != nullptr && handled(acl().RecordEvent(fence, raw)) == ACL_SUCCESS) {
-            fenced = handled(acl().SynchronizeEvent(fence)) == ACL_SUCCESS;
-          }
+          aclrtStream raw = stream.stream(/*need_empty=*/false);
+          if (raw != nullptr && acl().SynchronizeStream != nullptr) (void)handled(acl().SynchronizeStream(raw));
         } catch (...) {
+          // Nothing left to wait on: releasing the slots is still right.
         }
-        if (!fenced) {
-          // No fence (torch_npu's queue failed, no event left, the runtime is
-          // going away): wait for what the stream has at the runtime, which
-          // is all it can still run, before the producer may reuse the memory.
-          state().release_syncs.fetch_add(1, std::memory_order_relaxed);
-          try {
-            AclDeviceGuard guard(stream.device_index());
-            aclrtStream raw = stream.stream(/*need_empty=*/false);
-            if (raw != nullptr && acl().SynchronizeStream != nullptr) (void)handled(acl().SynchronizeStream(raw));
-          } catch (...) {
-            // Nothing left to wait on: releasing the slots is still right.
-          }
-        }
-      }
-      for (auto& item : batch) {
-        // The mapping first (it closes here when no other tensor or kept
-        // import holds it): CANN wants importers closed before the producer
-        // may free, and so unexport, the memory.
-        item.first->import.reset();
-        item.first->ref.table->release(item.first->ref.slot);
       }
     }
   }
+
   // One fence per device, created on first use and reused for every batch
   // (only the releaser thread touches it, and it waits for each record
   // before the next). Never destroyed, like the releaser.
@@ -225,10 +319,32 @@ class Releaser {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<std::unique_ptr<Received>, c10_npu::NPUStream>> queue_;
+  Batch queue_;        // guarded by mu_
+  bool poked_ = false;  // guarded by mu_
   bool started_ = false;
   std::map<c10::DeviceIndex, aclrtEvent> fences_;  // releaser thread only
 };
+
+// Adds a received tensor to the registry the releaser answers fence requests from.
+void hold(Received* r) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(held().mu);
+    first = held().by_table.empty();
+    HeldTable& entry = held().by_table[r->ref.table->name()];
+    if (entry.table == nullptr) entry.table = r->ref.table;
+    entry.held.insert(r);
+  }
+  if (first) Releaser::get().watch();
+}
+
+void unhold(Received* r) {
+  std::lock_guard<std::mutex> lock(held().mu);
+  auto it = held().by_table.find(r->ref.table->name());
+  if (it == held().by_table.end()) return;
+  it->second.held.erase(r);
+  if (it->second.held.empty()) held().by_table.erase(it);
+}
 
 void sent_block_deleter(void* ctx) {
   std::unique_ptr<SentBlock> block(static_cast<SentBlock*>(ctx));
@@ -241,8 +357,9 @@ void sent_block_deleter(void* ctx) {
 void received_deleter(void* ctx) {
   // Runs in a storage's (noexcept) destructor: nothing may escape.
   std::unique_ptr<Received> r(static_cast<Received*>(ctx));
-  // Tells the producer this release is on its way (its exit waits for those,
-  // not for tensors still held).
+  unhold(r.get());
+  // Tells the producer this release is on its way (its exit waits for those
+  // apart from tensors still held).
   r->ref.table->mark_releasing(r->ref.slot);
   try {
     auto device = r->import->device();
@@ -590,7 +707,9 @@ at::Tensor rebuild_storage(const Descriptor& d, c10::DeviceIndex target) {
   // tensor is dropped with another stream current (fenced at the drop too).
   received->used_on.push_back(c10_npu::getCurrentNPUStream(target));
   void* data = static_cast<char*>(import->ptr()) + d.storage_offset;
+  Received* r = received.get();
   c10::DataPtr ptr(data, received.release(), &received_deleter, npu(target));
+  hold(r);  // should this throw, `ptr`'s deleter takes the tensor out again
   return wrap_shared_bytes(std::move(ptr), static_cast<int64_t>(d.storage_nbytes));
 }
 
@@ -686,6 +805,12 @@ int64_t sharing_out_of_events_sends() {
   return s.out_of_events_sends;
 }
 
+void request_exit_fence() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (const auto& t : s.tables) t->request_fence();
+}
+
 SharingStats sharing_stats() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -699,6 +824,7 @@ SharingStats sharing_stats() {
     st.live_slots_self += c.claimed_self + c.releasing_self;
     st.unreceived_slots += c.sent;
     st.releasing_slots += c.releasing - c.releasing_self;
+    st.fenced_slots += c.fenced;
   }
   st.fallback_syncs = s.fallback_syncs;
   st.out_of_events_sends = s.out_of_events_sends;

@@ -63,6 +63,9 @@ struct SharingStats {
   // Those of them other processes dropped, their release on its way (what an
   // exiting producer waits for; this process's own go with it).
   int64_t releasing_slots = 0;
+  // Those of them other processes hold whose work queued on them had run
+  // when they answered this process's latest exit fence request.
+  int64_t fenced_slots = 0;
   int64_t fallback_syncs = 0;
   int64_t out_of_events_sends = 0;  // fallback_syncs made because the device had no IPC event left
   int64_t no_ipc_event_sends = 0;   // fallback_syncs made because the NPU or runtime has no IPC events
@@ -73,6 +76,10 @@ struct SharingStats {
   int64_t out_of_memory_waits = 0;
 };
 SharingStats sharing_stats();
+// An exiting producer asks the receivers of the tensors it shared to fence
+// those they still hold: each receiver marks them once the work its streams
+// had queued on them by then has run (SharingStats::fenced_slots).
+void request_exit_fence();
 // SharingStats::out_of_events_sends alone (no pruning: cheap).
 int64_t sharing_out_of_events_sends();
 

@@ -27,6 +27,8 @@
   the memory only after the receiver's work ran. Receiving on a stream that
   needs a new fence then raises a clear error and takes nothing: the same
   descriptor is received once events are back, and fences resume.
+- An exiting producer's fence request is answered once the work queued on a
+  held tensor ran, on every stream that recorded it.
 """
 
 from __future__ import annotations
@@ -580,6 +582,55 @@ def test_a_send_goes_through_its_states() -> None:
     q, back = s.queue(), s.queue()
     s.start("producer", _states_producer, q, back)
     s.start("receiver", _states_receiver, q, back)
+    s.finish(timeout=180)
+
+
+# ------------------------------------------------------------------- the exit fence
+def _fence_producer(q: Any, back: Any) -> None:
+    x = torch.full((SMALL,), 2.0, device="npu:0")
+    q.put(torch_npu_ipc.export_tensor(x))
+    done_at = get(back)  # the receiver holds x; a side stream that recorded it reads it until done_at
+    torch_npu_ipc._C._request_exit_fence()  # what an exiting producer asks first
+    assert torch_npu_ipc.sharing_stats()["fenced_slots"] == 0, "fenced before the receiver's work ran"
+    deadline = time.monotonic() + 60
+    while torch_npu_ipc.sharing_stats()["fenced_slots"] == 0:
+        assert time.monotonic() < deadline, "the receiver never answered the fence request"
+        time.sleep(0.01)
+    assert time.monotonic() >= done_at, "fenced while the recording side stream still had work queued on x"
+    assert _slot_counts() == (0, 0, 1), "a fence is no release: the receiver still holds x"
+    q.put("fenced")
+    assert get(back) == "dropped"
+    _drain()
+    assert torch_npu_ipc.sharing_stats()["fenced_slots"] == 0 and _slot_counts() == (0, 0, 0), "released"
+    q.put("checked")
+
+
+def _fence_receiver(q: Any, back: Any) -> None:
+    x = torch_npu_ipc.import_tensor(get(q))
+    side = torch.npu.Stream(device=0)
+    side.wait_stream(torch.npu.current_stream(0))
+    with torch.npu.stream(side):
+        aclsim.sleep(side.npu_stream, 1.0)
+        y = x * 2  # reads x behind 1 s of work on the side stream ...
+    x.record_stream(side)  # ... which the fence covers because x was recorded on it
+    back.put(time.monotonic() + 1.0)  # CLOCK_MONOTONIC: comparable across processes
+    assert get(q) == "fenced"
+    assert torch.equal(y.cpu(), torch.full((SMALL,), 4.0))
+    del x
+    back.put("dropped")
+    assert get(q) == "checked"
+
+
+def test_receiver_fences_held_tensors_when_asked() -> None:
+    """A producer's exit fence request is answered once the streams that used a held tensor ran their work.
+
+    Answered per slot (``sharing_stats()["fenced_slots"]``) by the receiver's releaser, also for a side
+    stream the tensor was recorded on; the slot stays live until the tensor is dropped and released.
+    """
+    s = Scenario()
+    q, back = s.queue(), s.queue()
+    s.start("producer", _fence_producer, q, back)
+    s.start("receiver", _fence_receiver, q, back)
     s.finish(timeout=180)
 
 

@@ -436,46 +436,58 @@ def test_exit_waits_for_releases_on_their_way(grace: float, tmp_path: Path) -> N
 
 
 HOLD_AT_EXIT = """
-import atexit, time
+import atexit, sys, time
 ended = []
 # Registered before torch_npu_ipc's own handler, so it runs after it (atexit is last in, first out).
-atexit.register(lambda: print(f"exit wait {time.monotonic() - ended[0]:.2f} s", flush=True))
-import torch_npu_ipc, torch
+atexit.register(lambda: print(f"exit wait {time.monotonic() - ended[0]:.2f} s, "
+                              f"{time.monotonic() - ended[1]:+.2f} s after the receiver's work", flush=True))
+import aclsim, torch_npu_ipc, torch
 import torch.multiprocessing as mp
 
-def consumer(inbox, outbox):
+def consumer(inbox, outbox, queued):
     x = inbox.get(timeout=60)
-    outbox.put("held")
+    aclsim.sleep(torch.npu.current_stream().npu_stream, queued)  # the stream is busy ...
+    y = x + 1  # ... and reads x behind that work
+    outbox.put(time.monotonic() + queued)  # the work is done after this time (CLOCK_MONOTONIC: system-wide)
     time.sleep(60)  # holds x until the producer's exit ends this daemon process
 
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
     inbox, outbox = ctx.Queue(), ctx.Queue()
-    p = ctx.Process(target=consumer, args=(inbox, outbox), daemon=True)
+    p = ctx.Process(target=consumer, args=(inbox, outbox, float(sys.argv[1])), daemon=True)
     p.start()
     x = torch.full((4096,), 3.0, device="npu:0")
     inbox.put(x)
-    assert outbox.get(timeout=60) == "held"
+    done_at = outbox.get(timeout=60)
     print("producer: exiting", flush=True)
-    ended.append(time.monotonic())
+    ended.extend([time.monotonic(), done_at])
 """
 
 
-@pytest.mark.parametrize("held_grace_ms", [0, 1000])
-def test_exit_waits_apart_for_tensors_held(held_grace_ms: int, tmp_path: Path) -> None:
-    """A tensor a receiver still holds is waited for ``TORCH_NPU_IPC_EXIT_HELD_GRACE_MS``, not the 30 s grace.
+@pytest.mark.parametrize(("queued", "held_grace_ms"), [(0.0, 20000), (1.5, 20000), (30.0, 1000), (30.0, 0)])
+def test_exit_waits_for_work_queued_on_tensors_held(queued: float, held_grace_ms: int, tmp_path: Path) -> None:
+    """A receiver still holds a tensor, with ``queued`` seconds of work on its stream before a read of it.
 
-    (A DataLoader's main process keeps its last batch while the workers exit: before receivers marked their
-    drops, a worker could not tell it from a release on its way, and waited out the whole grace.)
+    The exiting producer asks the receiver to fence it and waits until the receiver's queued work has run,
+    not a fixed time (a DataLoader's main process keeps its last batch, still computing, while its
+    workers exit); ``TORCH_NPU_IPC_EXIT_HELD_GRACE_MS`` bounds that wait (here a stuck receiver's 30 s),
+    apart from the 30 s grace for releases on their way. One warning names the tensor still held.
     """
     script = tmp_path / "hold_at_exit.py"  # a file: spawned children import their target from it
     script.write_text(HOLD_AT_EXIT)
     env = dict(os.environ, TORCH_NPU_IPC_EXIT_GRACE_MS="30000", TORCH_NPU_IPC_EXIT_HELD_GRACE_MS=str(held_grace_ms))
-    r = subprocess.run([sys.executable, str(script)], env=env, check=False, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, str(script), str(queued)], env=env, check=False, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "producer: exiting" in r.stdout, r.stdout
-    waited = float(r.stdout.split("exit wait ")[1].split()[0])
-    assert held_grace_ms / 1000 <= waited < 15, f"the producer waited {waited} s for a tensor still held"
+    tail = r.stdout.split("exit wait ")[1].split()
+    waited, after_work = float(tail[0]), float(tail[2])
+    if queued <= 1.5:
+        assert after_work >= 0, f"the producer exited {-after_work} s before the receiver's queued work ran"
+        assert waited < 10, f"the producer waited {waited} s for a tensor whose queued work ran"
+    else:
+        assert held_grace_ms / 1000 <= waited < 15, f"the producer waited {waited} s for a stuck receiver"
     lines = [ln for ln in r.stderr.splitlines() if "torch_npu_ipc: warning" in ln]
     assert len(lines) == 1 and "1 tensor(s)" in lines[0], r.stderr[-3000:]
 
