@@ -334,6 +334,9 @@ void hold(Received* r) {
     HeldTable& entry = held().by_table[r->ref.table->name()];
     if (entry.table == nullptr) entry.table = r->ref.table;
     entry.held.insert(r);
+    // Received after its producer's request was answered (a queue's feeder
+    // still sending while the producer exits): answer it again, for all.
+    entry.answered = 0;
   }
   if (first) Releaser::get().watch();
 }
