@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import functools
 import math
+import os
 import struct
 import sys
 import threading
@@ -466,6 +467,9 @@ EXIT_GRACE_S = setting("TORCH_NPU_IPC_EXIT_GRACE_MS") / 1000
 # (TORCH_NPU_IPC_EXIT_HELD_GRACE_MS): a receiver fences them once the work its
 # streams had queued on them has run.
 EXIT_HELD_GRACE_S = setting("TORCH_NPU_IPC_EXIT_HELD_GRACE_MS") / 1000
+# A forked child inherits this module, and its parent's tables: only the
+# process that imported it waits for (and warns about) the tensors it shared.
+_IMPORTED_BY = os.getpid()
 
 
 def _exit_census() -> tuple[int, int, int]:
@@ -490,6 +494,8 @@ def _warn_if_shared_tensors_alive() -> None:
     # holds may be read by work its stream has queued (a DataLoader's last
     # batch, still computing): receivers are asked to fence those, and the
     # exit waits for their answers up to EXIT_HELD_GRACE_S.
+    if os.getpid() != _IMPORTED_BY:
+        return
     try:
         _C._request_exit_fence()
         start = time.monotonic()

@@ -53,6 +53,7 @@ AclTable load() {
   resolve(t.QueryEventStatus, "aclrtQueryEventStatus");
   resolve(t.SynchronizeEvent, "aclrtSynchronizeEvent");
   resolve(t.SynchronizeStream, "aclrtSynchronizeStream");
+  resolve(t.SynchronizeDevice, "aclrtSynchronizeDevice");
   resolve(t.StreamQuery, "aclrtStreamQuery");
   resolve(t.GetDevice, "aclrtGetDevice");
   resolve(t.SetDevice, "aclrtSetDevice");

@@ -21,6 +21,7 @@ struct AclTable {
   aclError (*QueryEventStatus)(aclrtEvent, aclrtEventRecordedStatus*) = nullptr;
   aclError (*SynchronizeEvent)(aclrtEvent) = nullptr;
   aclError (*SynchronizeStream)(aclrtStream) = nullptr;
+  aclError (*SynchronizeDevice)() = nullptr;
   aclError (*StreamQuery)(aclrtStream, aclrtStreamStatus*) = nullptr;
   aclError (*GetDevice)(int32_t*) = nullptr;
   aclError (*SetDevice)(int32_t) = nullptr;

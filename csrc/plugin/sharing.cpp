@@ -52,8 +52,8 @@ constexpr size_t kAutoCollectMin = 64;
 // How long an allocation that finds the device short of memory waits for
 // receivers' releases on their way (see CollectOnOutOfMemory).
 constexpr auto kOutOfMemoryWait = std::chrono::seconds(5);
-// While this process holds received tensors, its releaser looks this often
-// for their producers' exit fence requests (see Releaser::answer_fences).
+// While this process holds received tensors, it looks this often for their
+// producers' exit fence requests (see ExitFencer).
 constexpr auto kFencePoll = std::chrono::milliseconds(20);
 
 std::chrono::seconds unclaimed_timeout() {
@@ -139,144 +139,21 @@ bool block_live_locked(const State& s, SentBlock& b) {
   return false;
 }
 
-// The tensors this process received and still holds, by the table of their
-// slot: the releaser answers their producers' exit fence requests. An entry
-// leaves before its Received is destroyed (received_deleter), so a Received
-// found here under `mu` is alive.
-struct HeldTable {
-  std::shared_ptr<RefTable> table;
-  std::unordered_set<Received*> held;
-  uint32_t answered = 0;  // the table's latest fence request answered
-};
-
-struct Held {
-  std::mutex mu;
-  std::map<std::string, HeldTable> by_table;  // guarded by mu
-};
-
-Held& held() {
-  static Held* h = std::make_unique<Held>().release();  // deleters may run during interpreter shutdown
-  return *h;
+void add_stream(std::vector<c10_npu::NPUStream>* streams, const c10_npu::NPUStream& stream) {
+  if (std::find(streams->begin(), streams->end(), stream) == streams->end()) streams->push_back(stream);
 }
 
-bool holds_any() {
-  std::lock_guard<std::mutex> lock(held().mu);
-  return !held().by_table.empty();
-}
-
-// Releases receivers' slots once their streams finished with the memory,
-// off the thread that dropped the storage (which may be torch_npu's queue
-// thread, where flushing the queue would deadlock), and answers exiting
-// producers' fence requests for the tensors this process still holds.
-class Releaser {
+// Event fences on streams, for one thread: one event per device, created on
+// first use and reused (its thread waits for each record before the next).
+// Never destroyed, like the threads that own them.
+class StreamFences {
  public:
-  static Releaser& get() {
-    static Releaser* r = std::make_unique<Releaser>().release();
-    return *r;
-  }
-  // `item` is moved from only once queued: if this throws, the caller still owns it.
-  void push(std::unique_ptr<Received>&& item, c10_npu::NPUStream stream) {
-    std::lock_guard<std::mutex> lock(mu_);
-    start_locked();
-    queue_.emplace_back(std::move(item), stream);
-    cv_.notify_one();
-  }
-  // This process now holds a received tensor: look for fence requests.
-  void watch() {
-    std::lock_guard<std::mutex> lock(mu_);
-    start_locked();
-    poked_ = true;
-    cv_.notify_one();
-  }
-
- private:
-  using Batch = std::deque<std::pair<std::unique_ptr<Received>, c10_npu::NPUStream>>;
-
-  void start_locked() {
-    if (started_) return;
-    std::thread([this] { run(); }).detach();
-    started_ = true;
-  }
-
-  void run() {
-    for (;;) {
-      Batch batch;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (holds_any()) {
-          cv_.wait_for(lock, kFencePoll, [this] { return !queue_.empty(); });
-        } else {
-          cv_.wait(lock, [this] { return !queue_.empty() || poked_; });
-        }
-        poked_ = false;
-        // Take everything queued: one fence per stream covers every drop made
-        // before it on that stream (a fence per item would fall behind a busy
-        // receiver, keeping producers' blocks in limbo).
-        batch.swap(queue_);
-      }
-      if (!batch.empty()) release(batch);
-      answer_fences();
-    }
-  }
-
-  void release(Batch& batch) {
-    std::vector<c10_npu::NPUStream> streams;
-    for (const auto& item : batch) {
-      add(&streams, item.second);
-      std::lock_guard<std::mutex> used_lock(item.first->mu);
-      for (const auto& stream : item.first->used_on) add(&streams, stream);
-    }
-    fence(streams);
-    for (auto& item : batch) {
-      // The mapping first (it closes here when no other tensor or kept
-      // import holds it): CANN wants importers closed before the producer
-      // may free, and so unexport, the memory.
-      item.first->import.reset();
-      item.first->ref.table->release(item.first->ref.slot);
-    }
-  }
-
-  // An exiting producer asked (RefTable::request_fence) about the tensors
-  // this process still holds: mark their slots once the work queued so far
-  // on the streams they were used on has run. The producer's exit waits for
-  // those marks instead of its whole held-tensor grace; work queued after
-  // this on a tensor of an exiting producer reads memory that goes with it.
-  void answer_fences() {
-    struct Asked {
-      std::shared_ptr<RefTable> table;
-      SlotRef slot;
-      uint32_t request;
-    };
-    std::vector<Asked> asked;
-    std::vector<c10_npu::NPUStream> streams;
-    {
-      std::lock_guard<std::mutex> lock(held().mu);
-      for (auto& [name, entry] : held().by_table) {
-        const uint32_t request = entry.table->fence_request();
-        if (request == 0 || request == entry.answered) continue;
-        entry.answered = request;
-        for (Received* r : entry.held) {
-          asked.push_back(Asked{entry.table, r->ref.slot, request});
-          const c10::DeviceIndex device = r->import->device();
-          // The device's default stream too: where work runs unless the
-          // program chose another stream.
-          add(&streams, c10_npu::getDefaultNPUStream(device));
-          std::lock_guard<std::mutex> used_lock(r->mu);
-          for (const auto& stream : r->used_on) add(&streams, stream);
-        }
-      }
-    }
-    if (asked.empty()) return;
-    fence(streams);
-    for (const auto& a : asked) a.table->mark_fenced(a.slot, a.request);
-  }
-
-  static void add(std::vector<c10_npu::NPUStream>* streams, const c10_npu::NPUStream& stream) {
-    if (std::find(streams->begin(), streams->end(), stream) == streams->end()) streams->push_back(stream);
-  }
-
-  // Returns once the work queued so far on `streams` has run.
-  void fence(const std::vector<c10_npu::NPUStream>& streams) {
+  // Returns once the work queued so far on `streams` has run; how many of
+  // them it synchronized instead, having no fence for them (torch_npu's
+  // queue failed, no event left, the runtime is going away): it then waited
+  // for what the stream has at the runtime, which is all it can still run.
+  int64_t fence(const std::vector<c10_npu::NPUStream>& streams) {
+    int64_t synchronized = 0;
     for (const auto& stream : streams) {
       bool fenced = false;
       try {
@@ -288,25 +165,20 @@ class Releaser {
         }
       } catch (...) {
       }
-      if (!fenced) {
-        // No fence (torch_npu's queue failed, no event left, the runtime is
-        // going away): wait for what the stream has at the runtime, which
-        // is all it can still run, before the producer may reuse the memory.
-        state().release_syncs.fetch_add(1, std::memory_order_relaxed);
-        try {
-          AclDeviceGuard guard(stream.device_index());
-          aclrtStream raw = stream.stream(/*need_empty=*/false);
-          if (raw != nullptr && acl().SynchronizeStream != nullptr) (void)handled(acl().SynchronizeStream(raw));
-        } catch (...) {
-          // Nothing left to wait on: releasing the slots is still right.
-        }
+      if (fenced) continue;
+      ++synchronized;
+      try {
+        AclDeviceGuard guard(stream.device_index());
+        aclrtStream raw = stream.stream(/*need_empty=*/false);
+        if (raw != nullptr && acl().SynchronizeStream != nullptr) (void)handled(acl().SynchronizeStream(raw));
+      } catch (...) {
+        // Nothing left to wait on: going on is still right.
       }
     }
+    return synchronized;
   }
 
-  // One fence per device, created on first use and reused for every batch
-  // (only the releaser thread touches it, and it waits for each record
-  // before the next). Never destroyed, like the releaser.
+ private:
   aclrtEvent fence_for(c10::DeviceIndex device) {
     auto it = fences_.find(device);
     if (it != fences_.end()) return it->second;
@@ -317,37 +189,184 @@ class Releaser {
     return fence;
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Batch queue_;        // guarded by mu_
-  bool poked_ = false;  // guarded by mu_
-  bool started_ = false;
-  std::map<c10::DeviceIndex, aclrtEvent> fences_;  // releaser thread only
+  std::map<c10::DeviceIndex, aclrtEvent> fences_;
 };
 
-// Adds a received tensor to the registry the releaser answers fence requests from.
-void hold(Received* r) {
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(held().mu);
-    first = held().by_table.empty();
-    HeldTable& entry = held().by_table[r->ref.table->name()];
-    if (entry.table == nullptr) entry.table = r->ref.table;
-    entry.held.insert(r);
-    // Received after its producer's request was answered (a queue's feeder
-    // still sending while the producer exits): answer it again, for all.
-    entry.answered = 0;
+// Releases receivers' slots once their streams finished with the memory,
+// off the thread that dropped the storage (which may be torch_npu's queue
+// thread, where flushing the queue would deadlock).
+class Releaser {
+ public:
+  static Releaser& get() {
+    static Releaser* r = std::make_unique<Releaser>().release();
+    return *r;
   }
-  if (first) Releaser::get().watch();
-}
+  // `item` is moved from only once queued: if this throws, the caller still owns it.
+  void push(std::unique_ptr<Received>&& item, c10_npu::NPUStream stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_) {
+      std::thread([this] { run(); }).detach();
+      started_ = true;
+    }
+    queue_.emplace_back(std::move(item), stream);
+    cv_.notify_one();
+  }
 
-void unhold(Received* r) {
-  std::lock_guard<std::mutex> lock(held().mu);
-  auto it = held().by_table.find(r->ref.table->name());
-  if (it == held().by_table.end()) return;
-  it->second.held.erase(r);
-  if (it->second.held.empty()) held().by_table.erase(it);
-}
+ private:
+  using Batch = std::deque<std::pair<std::unique_ptr<Received>, c10_npu::NPUStream>>;
+
+  void run() {
+    for (;;) {
+      Batch batch;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return !queue_.empty(); });
+        // Take everything queued: one fence per stream covers every drop made
+        // before it on that stream (a fence per item would fall behind a busy
+        // receiver, keeping producers' blocks in limbo).
+        batch.swap(queue_);
+      }
+      std::vector<c10_npu::NPUStream> streams;
+      for (const auto& item : batch) {
+        add_stream(&streams, item.second);
+        std::lock_guard<std::mutex> used_lock(item.first->mu);
+        for (const auto& stream : item.first->used_on) add_stream(&streams, stream);
+      }
+      state().release_syncs.fetch_add(fences_.fence(streams), std::memory_order_relaxed);
+      for (auto& item : batch) {
+        // The mapping first (it closes here when no other tensor or kept
+        // import holds it): CANN wants importers closed before the producer
+        // may free, and so unexport, the memory.
+        item.first->import.reset();
+        item.first->ref.table->release(item.first->ref.slot);
+      }
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Batch queue_;  // guarded by mu_
+  bool started_ = false;
+  StreamFences fences_;  // releaser thread only
+};
+
+// Answers exiting producers' fence requests (RefTable::request_fence) for
+// the tensors this process received from them and still holds: marks their
+// slots once the work queued so far on their devices has run. The producer's
+// exit waits for those marks instead of its whole held-tensor grace; work
+// queued after that on a tensor of an exiting producer reads memory that goes
+// with it. A thread of its own, so that a long fence never holds back the
+// releases of other producers' tensors.
+class ExitFencer {
+ public:
+  static ExitFencer& get() {
+    static ExitFencer* f = std::make_unique<ExitFencer>().release();  // deleters may run during shutdown
+    return *f;
+  }
+
+  // Registers a received tensor (its producer's table is another process's).
+  void hold(Received* r) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first = by_table_.empty();
+      HeldTable& entry = by_table_[r->ref.table->name()];
+      if (entry.table == nullptr) entry.table = r->ref.table;
+      entry.held.insert(r);
+      // Received after its producer's request was answered (a queue's feeder
+      // still sending while the producer exits): answer it again, for all.
+      entry.answered = 0;
+      if (first && !started_) {
+        std::thread([this] { run(); }).detach();
+        started_ = true;
+      }
+    }
+    if (first) cv_.notify_one();
+  }
+
+  // Before the Received is destroyed (received_deleter): under `mu_`, a
+  // Received found in the registry is alive.
+  void unhold(Received* r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_table_.find(r->ref.table->name());
+    if (it == by_table_.end()) return;
+    it->second.held.erase(r);
+    if (it->second.held.empty()) by_table_.erase(it);
+  }
+
+ private:
+  struct HeldTable {
+    std::shared_ptr<RefTable> table;
+    std::unordered_set<Received*> held;
+    uint32_t answered = 0;  // the table's latest fence request answered
+  };
+  struct Asked {
+    std::shared_ptr<RefTable> table;
+    SlotRef slot;
+    uint32_t request;
+  };
+
+  void run() {
+    for (;;) {
+      {
+        // While this process holds received tensors, look for requests
+        // every kFencePoll; otherwise sleep until it holds one.
+        std::unique_lock<std::mutex> lock(mu_);
+        if (by_table_.empty()) cv_.wait(lock, [this] { return !by_table_.empty(); });
+      }
+      answer();
+      std::this_thread::sleep_for(kFencePoll);
+    }
+  }
+
+  void answer() {
+    std::vector<Asked> asked;
+    std::map<c10::DeviceIndex, std::vector<c10_npu::NPUStream>> devices;  // device -> streams used there
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [name, entry] : by_table_) {
+        const uint32_t request = entry.table->fence_request();
+        if (request == 0 || request == entry.answered) continue;
+        entry.answered = request;
+        for (Received* r : entry.held) {
+          asked.push_back(Asked{entry.table, r->ref.slot, request});
+          auto& streams = devices[r->import->device()];
+          std::lock_guard<std::mutex> used_lock(r->mu);
+          for (const auto& stream : r->used_on) add_stream(&streams, stream);
+        }
+      }
+    }
+    if (asked.empty()) return;
+    for (auto& [device, streams] : devices) {
+      // The whole device: a tensor read on a side stream the program never
+      // gave to record_stream is covered too (its drop would not be).
+      add_stream(&streams, c10_npu::getDefaultNPUStream(device));
+      if (!synchronize_device(device, streams)) fences_.fence(streams);
+    }
+    for (const auto& a : asked) a.table->mark_fenced(a.slot, a.request);
+  }
+
+  // Waits for the work queued so far on `device`, after torch_npu's task
+  // queues of `streams` handed theirs to the runtime. False when the runtime
+  // has no aclrtSynchronizeDevice or it failed (then only `streams` are fenced).
+  static bool synchronize_device(c10::DeviceIndex device, const std::vector<c10_npu::NPUStream>& streams) {
+    auto sync = acl().SynchronizeDevice;
+    if (sync == nullptr) return false;
+    try {
+      AclDeviceGuard guard(device);
+      for (const auto& stream : streams) (void)drained(stream);
+      return handled(sync()) == ACL_SUCCESS;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, HeldTable> by_table_;  // guarded by mu_
+  bool started_ = false;                         // guarded by mu_
+  StreamFences fences_;                          // fencer thread only
+};
 
 void sent_block_deleter(void* ctx) {
   std::unique_ptr<SentBlock> block(static_cast<SentBlock*>(ctx));
@@ -360,10 +379,11 @@ void sent_block_deleter(void* ctx) {
 void received_deleter(void* ctx) {
   // Runs in a storage's (noexcept) destructor: nothing may escape.
   std::unique_ptr<Received> r(static_cast<Received*>(ctx));
-  unhold(r.get());
   // Tells the producer this release is on its way (its exit waits for those
-  // apart from tensors still held).
+  // apart from tensors still held). Before the fencer lets go of it: a fence
+  // answered in between then finds the slot Releasing and leaves it alone.
   r->ref.table->mark_releasing(r->ref.slot);
+  ExitFencer::get().unhold(r.get());
   try {
     auto device = r->import->device();
     Releaser::get().push(std::move(r), c10_npu::getCurrentNPUStream(device));
@@ -712,7 +732,9 @@ at::Tensor rebuild_storage(const Descriptor& d, c10::DeviceIndex target) {
   void* data = static_cast<char*>(import->ptr()) + d.storage_offset;
   Received* r = received.get();
   c10::DataPtr ptr(data, received.release(), &received_deleter, npu(target));
-  hold(r);  // should this throw, `ptr`'s deleter takes the tensor out again
+  // Should this throw, `ptr`'s deleter takes the tensor out again. A tensor
+  // received from this process itself needs no fence: its exit does not wait for it.
+  if (table->owner_pid() != own_pid()) ExitFencer::get().hold(r);
   return wrap_shared_bytes(std::move(ptr), static_cast<int64_t>(d.storage_nbytes));
 }
 
@@ -811,7 +833,10 @@ int64_t sharing_out_of_events_sends() {
 void request_exit_fence() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  for (const auto& t : s.tables) t->request_fence();
+  const int32_t me = own_pid();
+  for (const auto& t : s.tables) {
+    if (t->owner_pid() == me) t->request_fence();  // a forked child's inherited tables are its parent's
+  }
 }
 
 SharingStats sharing_stats() {

@@ -446,9 +446,10 @@ import torch.multiprocessing as mp
 
 def consumer(inbox, outbox, queued):
     x = inbox.get(timeout=60)
+    start = time.monotonic()  # CLOCK_MONOTONIC: system-wide
     aclsim.sleep(torch.npu.current_stream().npu_stream, queued)  # the stream is busy ...
     y = x + 1  # ... and reads x behind that work
-    outbox.put(time.monotonic() + queued)  # the work is done after this time (CLOCK_MONOTONIC: system-wide)
+    outbox.put(start + queued)  # the work is done after this time
     time.sleep(60)  # holds x until the producer's exit ends this daemon process
 
 if __name__ == "__main__":
