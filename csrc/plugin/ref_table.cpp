@@ -388,11 +388,11 @@ void RefTable::mark_releasing(const SlotRef& ref) {
   }
 }
 
-uint32_t RefTable::request_fence() {
+void RefTable::request_fence() {
   auto* h = static_cast<Header*>(base_);
-  uint32_t request = __atomic_add_fetch(&h->fence_request, 1, __ATOMIC_SEQ_CST);
-  if (request == 0) request = __atomic_add_fetch(&h->fence_request, 1, __ATOMIC_SEQ_CST);  // 0 means none
-  return request;
+  if (__atomic_add_fetch(&h->fence_request, 1, __ATOMIC_SEQ_CST) == 0) {
+    __atomic_add_fetch(&h->fence_request, 1, __ATOMIC_SEQ_CST);  // 0 means none
+  }
 }
 
 uint32_t RefTable::fence_request() const {

@@ -5,7 +5,7 @@
 // tensor, marks it RELEASING when its storage dies, and RELEASES it once its
 // streams finished with the memory. An exiting producer waits for releases on
 // their way, and asks receivers to FENCE the tensors they still hold: each
-// marks its slots once the work its streams had queued by then has run. A
+// marks its slots once the work queued by then on its devices has run. A
 // slot word packs (generation, state, holder pid), so every transition is one
 // compare-and-swap and a stale or replayed descriptor can never claim a
 // reused slot.
@@ -49,7 +49,7 @@ struct SlotCounts {
   uint32_t claimed_self = 0;    // those of `claimed` whose receiver is `self`
   uint32_t releasing_self = 0;  // those of `releasing` whose receiver is `self`
   // Those of `claimed`, not `self`'s, whose receiver answered the latest
-  // fence request: the work its streams had queued on them then has run.
+  // fence request: the work queued on their devices then has run.
   uint32_t fenced = 0;
 };
 
@@ -135,12 +135,12 @@ class RefTable {
   // kept). No effect on a slot in any other state or generation.
   void mark_releasing(const SlotRef& ref);
   // Owner, when it exits: asks receivers to fence the slots they hold (see
-  // mark_fenced). Returns the request's number, never 0.
-  uint32_t request_fence();
+  // mark_fenced).
+  void request_fence();
   // The owner's latest fence request (0: none).
   uint32_t fence_request() const;
-  // Receiver, answering fence request `request`: the work its streams had
-  // queued on the slot's tensor when it saw the request has run. No effect
+  // Receiver, answering fence request `request`: the work queued on the
+  // slot's device when it saw the request has run. No effect
   // on a slot that is not Claimed in this generation.
   void mark_fenced(const SlotRef& ref, uint32_t request);
   // Any state but Free -> Free, for this generation (the next take bumps it).

@@ -5,12 +5,9 @@
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -22,15 +19,17 @@
 #include <utility>
 #include <vector>
 
-#include "acl_device_guard.h"
 #include "acl_table.h"
 #include "env.h"
 #include "event_manager.h"
+#include "exit_fencer.h"
 #include "ipc_event.h"
 #include "ipc_memory.h"
-#include "npu_stream.h"
 #include "own_pid.h"
+#include "received.h"
 #include "ref_table.h"
+#include "releaser.h"
+#include "stream_fences.h"
 #include "torch_npu/csrc/core/NPUStorageImpl.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/core/npu/NPUFunctions.h"
@@ -52,9 +51,6 @@ constexpr size_t kAutoCollectMin = 64;
 // How long an allocation that finds the device short of memory waits for
 // receivers' releases on their way (see CollectOnOutOfMemory).
 constexpr auto kOutOfMemoryWait = std::chrono::seconds(5);
-// While this process holds received tensors, it looks this often for their
-// producers' exit fence requests (see ExitFencer).
-constexpr auto kFencePoll = std::chrono::milliseconds(20);
 
 std::chrono::seconds unclaimed_timeout() {
   static const auto t = std::chrono::seconds(env_int("TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S", 600, 1000000000));
@@ -63,12 +59,6 @@ std::chrono::seconds unclaimed_timeout() {
 
 c10::Device npu(int64_t index) { return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)); }
 
-struct Ref {
-  std::shared_ptr<RefTable> table;
-  SlotRef slot;
-  bool live() const { return table->live(slot); }
-};
-
 // Context of a producer storage that was shared at least once.
 struct SentBlock {
   std::unique_ptr<ExportPin> pin;  // keeps the segment's export key open while shared
@@ -76,15 +66,6 @@ struct SentBlock {
   uint64_t tag = 0;  // block id carried by every slot that references it, forwarders' included
   std::vector<Ref> refs;
   size_t nbytes = 0;  // the storage's
-};
-
-// Context of a storage rebuilt in a receiver.
-struct Received {
-  Ref ref;
-  std::shared_ptr<Import> import;
-  Descriptor origin;  // to forward the block to a third process
-  std::mutex mu;
-  std::vector<c10_npu::NPUStream> used_on;  // guarded by mu: Tensor.record_stream's streams
 };
 
 struct Inflight {
@@ -107,8 +88,7 @@ struct State {
   int64_t out_of_events_sends = 0;  // those of fallback_syncs the device had no IPC event for
   int64_t no_ipc_event_sends = 0;   // those of fallback_syncs made where IPC events are unsupported
   bool in_fallback = false;
-  std::atomic<int64_t> release_syncs{0};  // the releaser's, see Releaser::run
-  int64_t out_of_memory_waits = 0;        // see CollectOnOutOfMemory
+  int64_t out_of_memory_waits = 0;  // see CollectOnOutOfMemory
   std::mutex events_mu;
   std::map<std::pair<std::string, int>, std::shared_ptr<IpcEvent>> opened;  // receiver's event cache
 };
@@ -139,235 +119,6 @@ bool block_live_locked(const State& s, SentBlock& b) {
   return false;
 }
 
-void add_stream(std::vector<c10_npu::NPUStream>* streams, const c10_npu::NPUStream& stream) {
-  if (std::find(streams->begin(), streams->end(), stream) == streams->end()) streams->push_back(stream);
-}
-
-// Event fences on streams, for one thread: one event per device, created on
-// first use and reused (its thread waits for each record before the next).
-// Never destroyed, like the threads that own them.
-class StreamFences {
- public:
-  // Returns once the work queued so far on `streams` has run; how many of
-  // them it synchronized instead, having no fence for them (torch_npu's
-  // queue failed, no event left, the runtime is going away): it then waited
-  // for what the stream has at the runtime, which is all it can still run.
-  int64_t fence(const std::vector<c10_npu::NPUStream>& streams) {
-    int64_t synchronized = 0;
-    for (const auto& stream : streams) {
-      bool fenced = false;
-      try {
-        AclDeviceGuard guard(stream.device_index());
-        aclrtStream raw = drained(stream);
-        aclrtEvent fence = fence_for(stream.device_index());
-        if (raw != nullptr && fence != nullptr && handled(acl().RecordEvent(fence, raw)) == ACL_SUCCESS) {
-          fenced = handled(acl().SynchronizeEvent(fence)) == ACL_SUCCESS;
-        }
-      } catch (...) {
-      }
-      if (fenced) continue;
-      ++synchronized;
-      try {
-        AclDeviceGuard guard(stream.device_index());
-        aclrtStream raw = stream.stream(/*need_empty=*/false);
-        if (raw != nullptr && acl().SynchronizeStream != nullptr) (void)handled(acl().SynchronizeStream(raw));
-      } catch (...) {
-        // Nothing left to wait on: going on is still right.
-      }
-    }
-    return synchronized;
-  }
-
- private:
-  aclrtEvent fence_for(c10::DeviceIndex device) {
-    auto it = fences_.find(device);
-    if (it != fences_.end()) return it->second;
-    aclrtEvent fence = nullptr;
-    auto create = acl().CreateEventExWithFlag;
-    if (create == nullptr || handled(create(&fence, ACL_EVENT_SYNC)) != ACL_SUCCESS) return nullptr;
-    fences_.emplace(device, fence);
-    return fence;
-  }
-
-  std::map<c10::DeviceIndex, aclrtEvent> fences_;
-};
-
-// Releases receivers' slots once their streams finished with the memory,
-// off the thread that dropped the storage (which may be torch_npu's queue
-// thread, where flushing the queue would deadlock).
-class Releaser {
- public:
-  static Releaser& get() {
-    static Releaser* r = std::make_unique<Releaser>().release();
-    return *r;
-  }
-  // `item` is moved from only once queued: if this throws, the caller still owns it.
-  void push(std::unique_ptr<Received>&& item, c10_npu::NPUStream stream) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!started_) {
-      std::thread([this] { run(); }).detach();
-      started_ = true;
-    }
-    queue_.emplace_back(std::move(item), stream);
-    cv_.notify_one();
-  }
-
- private:
-  using Batch = std::deque<std::pair<std::unique_ptr<Received>, c10_npu::NPUStream>>;
-
-  void run() {
-    for (;;) {
-      Batch batch;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return !queue_.empty(); });
-        // Take everything queued: one fence per stream covers every drop made
-        // before it on that stream (a fence per item would fall behind a busy
-        // receiver, keeping producers' blocks in limbo).
-        batch.swap(queue_);
-      }
-      std::vector<c10_npu::NPUStream> streams;
-      for (const auto& item : batch) {
-        add_stream(&streams, item.second);
-        std::lock_guard<std::mutex> used_lock(item.first->mu);
-        for (const auto& stream : item.first->used_on) add_stream(&streams, stream);
-      }
-      state().release_syncs.fetch_add(fences_.fence(streams), std::memory_order_relaxed);
-      for (auto& item : batch) {
-        // The mapping first (it closes here when no other tensor or kept
-        // import holds it): CANN wants importers closed before the producer
-        // may free, and so unexport, the memory.
-        item.first->import.reset();
-        item.first->ref.table->release(item.first->ref.slot);
-      }
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Batch queue_;  // guarded by mu_
-  bool started_ = false;
-  StreamFences fences_;  // releaser thread only
-};
-
-// Answers exiting producers' fence requests (RefTable::request_fence) for
-// the tensors this process received from them and still holds: marks their
-// slots once the work queued so far on their devices has run. The producer's
-// exit waits for those marks instead of its whole held-tensor grace; work
-// queued after that on a tensor of an exiting producer reads memory that goes
-// with it. A thread of its own, so that a long fence never holds back the
-// releases of other producers' tensors.
-class ExitFencer {
- public:
-  static ExitFencer& get() {
-    static ExitFencer* f = std::make_unique<ExitFencer>().release();  // deleters may run during shutdown
-    return *f;
-  }
-
-  // Registers a received tensor (its producer's table is another process's).
-  void hold(Received* r) {
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      first = by_table_.empty();
-      HeldTable& entry = by_table_[r->ref.table->name()];
-      if (entry.table == nullptr) entry.table = r->ref.table;
-      entry.held.insert(r);
-      // Received after its producer's request was answered (a queue's feeder
-      // still sending while the producer exits): answer it again, for all.
-      entry.answered = 0;
-      if (first && !started_) {
-        std::thread([this] { run(); }).detach();
-        started_ = true;
-      }
-    }
-    if (first) cv_.notify_one();
-  }
-
-  // Before the Received is destroyed (received_deleter): under `mu_`, a
-  // Received found in the registry is alive.
-  void unhold(Received* r) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = by_table_.find(r->ref.table->name());
-    if (it == by_table_.end()) return;
-    it->second.held.erase(r);
-    if (it->second.held.empty()) by_table_.erase(it);
-  }
-
- private:
-  struct HeldTable {
-    std::shared_ptr<RefTable> table;
-    std::unordered_set<Received*> held;
-    uint32_t answered = 0;  // the table's latest fence request answered
-  };
-  struct Asked {
-    std::shared_ptr<RefTable> table;
-    SlotRef slot;
-    uint32_t request;
-  };
-
-  void run() {
-    for (;;) {
-      {
-        // While this process holds received tensors, look for requests
-        // every kFencePoll; otherwise sleep until it holds one.
-        std::unique_lock<std::mutex> lock(mu_);
-        if (by_table_.empty()) cv_.wait(lock, [this] { return !by_table_.empty(); });
-      }
-      answer();
-      std::this_thread::sleep_for(kFencePoll);
-    }
-  }
-
-  void answer() {
-    std::vector<Asked> asked;
-    std::map<c10::DeviceIndex, std::vector<c10_npu::NPUStream>> devices;  // device -> streams used there
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& [name, entry] : by_table_) {
-        const uint32_t request = entry.table->fence_request();
-        if (request == 0 || request == entry.answered) continue;
-        entry.answered = request;
-        for (Received* r : entry.held) {
-          asked.push_back(Asked{entry.table, r->ref.slot, request});
-          auto& streams = devices[r->import->device()];
-          std::lock_guard<std::mutex> used_lock(r->mu);
-          for (const auto& stream : r->used_on) add_stream(&streams, stream);
-        }
-      }
-    }
-    if (asked.empty()) return;
-    for (auto& [device, streams] : devices) {
-      // The whole device: a tensor read on a side stream the program never
-      // gave to record_stream is covered too (its drop would not be).
-      add_stream(&streams, c10_npu::getDefaultNPUStream(device));
-      if (!synchronize_device(device, streams)) fences_.fence(streams);
-    }
-    for (const auto& a : asked) a.table->mark_fenced(a.slot, a.request);
-  }
-
-  // Waits for the work queued so far on `device`, after torch_npu's task
-  // queues of `streams` handed theirs to the runtime. False when the runtime
-  // has no aclrtSynchronizeDevice or it failed (then only `streams` are fenced).
-  static bool synchronize_device(c10::DeviceIndex device, const std::vector<c10_npu::NPUStream>& streams) {
-    auto sync = acl().SynchronizeDevice;
-    if (sync == nullptr) return false;
-    try {
-      AclDeviceGuard guard(device);
-      for (const auto& stream : streams) (void)drained(stream);
-      return handled(sync()) == ACL_SUCCESS;
-    } catch (...) {
-      return false;
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, HeldTable> by_table_;  // guarded by mu_
-  bool started_ = false;                         // guarded by mu_
-  StreamFences fences_;                          // fencer thread only
-};
-
 void sent_block_deleter(void* ctx) {
   std::unique_ptr<SentBlock> block(static_cast<SentBlock*>(ctx));
   State& s = state();
@@ -383,10 +134,10 @@ void received_deleter(void* ctx) {
   // apart from tensors still held). Before the fencer lets go of it: a fence
   // answered in between then finds the slot Releasing and leaves it alone.
   r->ref.table->mark_releasing(r->ref.slot);
-  ExitFencer::get().unhold(r.get());
+  unhold_for_exit_fence(r.get());
   try {
     auto device = r->import->device();
-    Releaser::get().push(std::move(r), c10_npu::getCurrentNPUStream(device));
+    release_after_use(std::move(r), c10_npu::getCurrentNPUStream(device));
   } catch (const std::exception& e) {
     // No thread or memory for the releaser: give the slot back now rather
     // than never (the producer may then reuse memory this stream still reads).
@@ -409,7 +160,7 @@ bool record_shared_use(const c10::DataPtr& ptr, const c10_npu::NPUStream& stream
   if (ptr.get_deleter() == &received_deleter) {
     auto* r = static_cast<Received*>(ptr.get_context());
     std::lock_guard<std::mutex> lock(r->mu);
-    if (std::find(r->used_on.begin(), r->used_on.end(), stream) == r->used_on.end()) r->used_on.push_back(stream);
+    add_stream(&r->used_on, stream);
     return true;
   }
   return false;
@@ -734,7 +485,7 @@ at::Tensor rebuild_storage(const Descriptor& d, c10::DeviceIndex target) {
   c10::DataPtr ptr(data, received.release(), &received_deleter, npu(target));
   // Should this throw, `ptr`'s deleter takes the tensor out again. A tensor
   // received from this process itself needs no fence: its exit does not wait for it.
-  if (table->owner_pid() != own_pid()) ExitFencer::get().hold(r);
+  if (table->owner_pid() != own_pid()) hold_for_exit_fence(r);
   return wrap_shared_bytes(std::move(ptr), static_cast<int64_t>(d.storage_nbytes));
 }
 
@@ -858,7 +609,7 @@ SharingStats sharing_stats() {
   st.out_of_events_sends = s.out_of_events_sends;
   st.no_ipc_event_sends = s.no_ipc_event_sends;
   st.in_fallback = s.in_fallback;
-  st.release_syncs = s.release_syncs.load(std::memory_order_relaxed);
+  st.release_syncs = release_syncs();
   st.out_of_memory_waits = s.out_of_memory_waits;
   return st;
 }

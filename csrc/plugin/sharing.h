@@ -8,7 +8,8 @@
 // Consumer (rebuild): import the block (cached), claim the slot, make the
 // current stream wait on the event (always, even on a cache hit), and wrap
 // the memory in a storage whose deleter releases the slot once the
-// consumer's stream finished with it.
+// consumer's stream finished with it (releaser.h). While it holds the
+// storage, it answers the producer's exit fence request (exit_fencer.h).
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -77,8 +78,8 @@ struct SharingStats {
 };
 SharingStats sharing_stats();
 // An exiting producer asks the receivers of the tensors it shared to fence
-// those they still hold: each receiver marks them once the work its streams
-// had queued on them by then has run (SharingStats::fenced_slots).
+// those they still hold: each receiver marks them once the work queued by
+// then on their devices has run (SharingStats::fenced_slots).
 void request_exit_fence();
 // SharingStats::out_of_events_sends alone (no pruning: cheap).
 int64_t sharing_out_of_events_sends();

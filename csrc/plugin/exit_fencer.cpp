@@ -1,0 +1,140 @@
+#include "exit_fencer.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "acl_device_guard.h"
+#include "acl_table.h"
+#include "npu_stream.h"
+#include "stream_fences.h"
+
+namespace torch_npu_ipc {
+namespace {
+
+// While this process holds received tensors, it looks this often for their
+// producers' exit fence requests.
+constexpr auto kFencePoll = std::chrono::milliseconds(20);
+
+class ExitFencer {
+ public:
+  static ExitFencer& get() {
+    static ExitFencer* f = std::make_unique<ExitFencer>().release();  // deleters may run during shutdown
+    return *f;
+  }
+
+  void hold(Received* r) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first = by_table_.empty();
+      HeldTable& entry = by_table_[r->ref.table->name()];
+      if (entry.table == nullptr) entry.table = r->ref.table;
+      entry.held.insert(r);
+      // Received after its producer's request was answered (a queue's feeder
+      // still sending while the producer exits): answer it again, for all.
+      entry.answered = 0;
+      if (first && !started_) {
+        std::thread([this] { run(); }).detach();
+        started_ = true;
+      }
+    }
+    if (first) cv_.notify_one();
+  }
+
+  // Under `mu_`, a Received found in the registry is alive.
+  void unhold(Received* r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_table_.find(r->ref.table->name());
+    if (it == by_table_.end()) return;
+    it->second.held.erase(r);
+    if (it->second.held.empty()) by_table_.erase(it);
+  }
+
+ private:
+  struct HeldTable {
+    std::shared_ptr<RefTable> table;
+    std::unordered_set<Received*> held;
+    uint32_t answered = 0;  // the table's latest fence request answered
+  };
+  struct Asked {
+    std::shared_ptr<RefTable> table;
+    SlotRef slot;
+    uint32_t request;
+  };
+
+  void run() {
+    for (;;) {
+      {
+        // While this process holds received tensors, look for requests
+        // every kFencePoll; otherwise sleep until it holds one.
+        std::unique_lock<std::mutex> lock(mu_);
+        if (by_table_.empty()) cv_.wait(lock, [this] { return !by_table_.empty(); });
+      }
+      answer();
+      std::this_thread::sleep_for(kFencePoll);
+    }
+  }
+
+  void answer() {
+    std::vector<Asked> asked;
+    std::map<c10::DeviceIndex, std::vector<c10_npu::NPUStream>> devices;  // device -> streams used there
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [name, entry] : by_table_) {
+        const uint32_t request = entry.table->fence_request();
+        if (request == 0 || request == entry.answered) continue;
+        entry.answered = request;
+        for (Received* r : entry.held) {
+          asked.push_back(Asked{entry.table, r->ref.slot, request});
+          auto& streams = devices[r->import->device()];
+          std::lock_guard<std::mutex> used_lock(r->mu);
+          for (const auto& stream : r->used_on) add_stream(&streams, stream);
+        }
+      }
+    }
+    if (asked.empty()) return;
+    for (auto& [device, streams] : devices) {
+      // The whole device: a tensor read on a side stream the program never
+      // gave to record_stream is covered too (its drop would not be).
+      add_stream(&streams, c10_npu::getDefaultNPUStream(device));
+      if (!synchronize_device(device, streams)) fences_.fence(streams);
+    }
+    for (const auto& a : asked) a.table->mark_fenced(a.slot, a.request);
+  }
+
+  // Waits for the work queued so far on `device`, after torch_npu's task
+  // queues of `streams` handed theirs to the runtime. False when the runtime
+  // has no aclrtSynchronizeDevice or it failed (then only `streams` are fenced).
+  static bool synchronize_device(c10::DeviceIndex device, const std::vector<c10_npu::NPUStream>& streams) {
+    auto sync = acl().SynchronizeDevice;
+    if (sync == nullptr) return false;
+    try {
+      AclDeviceGuard guard(device);
+      for (const auto& stream : streams) (void)drained(stream);
+      return handled(sync()) == ACL_SUCCESS;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, HeldTable> by_table_;  // guarded by mu_
+  bool started_ = false;                         // guarded by mu_
+  StreamFences fences_;                          // fencer thread only
+};
+
+}  // namespace
+
+void hold_for_exit_fence(Received* r) { ExitFencer::get().hold(r); }
+
+void unhold_for_exit_fence(Received* r) { ExitFencer::get().unhold(r); }
+
+}  // namespace torch_npu_ipc
