@@ -10,14 +10,17 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 TORCH_NPU ?= 2.7.1
+TEST_JOBS ?= 2
 
 .PHONY: demo test install bench doctor lint sdist clean compat
 
 demo: install
 	ACLSIM_DEVICES=$${ACLSIM_DEVICES:-4} $(PY) -m torch_npu_ipc.demo
 
+# Two parts of the suite side by side (tools/run_tests.py): each keeps about
+# one core busy. TEST_JOBS=1 runs one plain pytest.
 test: install
-	$(PY) -m pytest test $(PYTEST_ARGS)
+	$(PY) tools/run_tests.py --jobs $(TEST_JOBS) test $(PYTEST_ARGS)
 
 install: $(STAMP)
 

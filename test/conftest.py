@@ -50,11 +50,42 @@ if not aclsim.cann_installed():
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", help="run the long soak versions of stress tests")
+    parser.addoption(
+        "--shard",
+        metavar="K/N",
+        help="run only part K of N of the selected tests: every N-th, starting at the K-th (tools/run_tests.py "
+        "runs the N parts side by side)",
+    )
+
+
+def _shard(spec: str) -> tuple[int, int]:
+    """``"K/N"`` as (K, N), checked."""
+    try:
+        k, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--shard expects K/N with whole numbers, e.g. 1/2; got {spec!r}") from None
+    if not 1 <= k <= n:
+        raise pytest.UsageError(f"--shard {spec}: K must be between 1 and N")
+    return k, n
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k deselected theirs: the parts split what is left
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    spec = config.getoption("--shard")
+    if spec is None:
+        return
+    k, n = _shard(spec)
+    keep = items[k - 1 :: n]
+    kept = {id(item) for item in keep}
+    config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+    items[:] = keep
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Child processes read this to size their loops.
     os.environ["TORCH_NPU_IPC_SOAK"] = "1" if config.getoption("--soak") else "0"
+    if config.getoption("--shard") is not None:
+        _shard(config.getoption("--shard"))  # a bad K/N stops the run before collection
 
 
 def _visible_devices() -> int:

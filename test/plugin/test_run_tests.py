@@ -1,0 +1,123 @@
+"""``make test``'s runner: the suite in parts side by side, none lost, every failure shown and counted.
+
+The runner (tools/run_tests.py) starts one pytest per part with ``--shard
+K/N`` (test/conftest.py). These tests check that the parts split a selection
+exactly, and run the runner end to end on a planted suite with a failing
+test.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.mode_independent
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = ROOT / "tools" / "run_tests.py"
+
+
+def _collected(*args: str, cwd: Path = ROOT) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return [line for line in out.stdout.splitlines() if "::" in line]
+
+
+def test_parts_split_the_selection_exactly() -> None:
+    target = "test/aclsim/test_sim_cann_rules.py"
+    whole = _collected(target)
+    assert len(whole) >= 5, whole
+    parts = [_collected(target, "--shard", f"{k}/3") for k in (1, 2, 3)]
+    assert sorted(n for part in parts for n in part) == sorted(whole), "the parts together must be the whole selection"
+    assert all(len(set(a) & set(b)) == 0 for i, a in enumerate(parts) for b in parts[i + 1 :]), parts
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1, [len(p) for p in parts]
+    # -k applies before the split: the parts share out what it kept.
+    kept = _collected(target, "-k", "not event")
+    halves = [_collected(target, "-k", "not event", "--shard", f"{k}/2") for k in (1, 2)]
+    assert sorted(n for half in halves for n in half) == sorted(kept), (halves, kept)
+
+
+@pytest.mark.parametrize("spec", ["0/2", "3/2", "1", "a/b"])
+def test_a_bad_shard_is_refused(spec: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "--shard", spec],
+        cwd=ROOT / "test" / "aclsim",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 4, out.stdout + out.stderr  # pytest's usage error
+    assert "--shard" in out.stderr, out.stderr
+
+
+PLANTED = """
+import warnings
+
+import pytest
+
+@pytest.mark.parametrize("n", range(6))
+def test_passes(n):
+    assert n * 2 == n + n
+
+def test_fails():
+    assert 2 + 2 == 5, "planted failure"
+
+@pytest.mark.parametrize("n", range(2))
+def test_warns(n):
+    warnings.warn(UserWarning(f"planted warning {n}"))
+    assert n in (0, 1)
+"""
+
+
+def _planted(tmp_path: Path) -> Path:
+    """Eight passing tests (two warn) and one failing, under the project's conftest (which adds --shard)."""
+    shutil.copy(ROOT / "test" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_planted.py").write_text(PLANTED)
+    return tmp_path
+
+
+def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(RUNNER), *args, "-p", "no:cacheprovider"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_every_part_runs_and_a_failure_anywhere_fails_the_run(tmp_path: Path) -> None:
+    out = _run(_planted(tmp_path), "--jobs", "3", "-q", "test_planted.py")
+    text = out.stdout
+    assert out.returncode == 1, text + out.stderr
+    assert "== part 2/3" in text and "== part 3/3" in text, text
+    assert "planted failure" in text, text
+    assert text.count("exit 0: ") + text.count("exit 1: ") == 3, text  # one line per part
+    assert "all parts: 1 failed, 8 passed, 2 warnings" in text, text
+
+
+def test_parts_with_nothing_selected_count_as_passed(tmp_path: Path) -> None:
+    out = _run(_planted(tmp_path), "--jobs", "2", "-q", "test_planted.py", "-k", "test_passes and 3")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "all parts: 1 passed" in out.stdout, out.stdout
+    nothing = _run(_planted(tmp_path), "--jobs", "2", "-q", "test_planted.py", "-k", "no_such_test")
+    assert nothing.returncode == 5, nothing.stdout + nothing.stderr  # pytest's "no tests collected"
+
+
+def test_one_job_is_plain_pytest(tmp_path: Path) -> None:
+    out = _run(_planted(tmp_path), "--jobs", "1", "-q", "test_planted.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "1 failed, 8 passed, 2 warnings" in out.stdout and "part " not in out.stdout, out.stdout
