@@ -10,6 +10,10 @@ every module. Part 1's output shows as it runs; the others' follows once
 they end, then one line per part and the totals. The exit status is the
 first failing part's; a part with no test selected counts as passed while
 another ran tests. ``--jobs 1`` runs plain pytest.
+
+The parts keep out of pytest's cache (each would overwrite the others'
+record of failures). Options that use it (``--lf``, ``--ff``, ``--sw``, ...)
+run one plain pytest instead, which says so.
 """
 
 from __future__ import annotations
@@ -31,6 +35,21 @@ COUNT = re.compile(r"(\d+) ([a-z]+)")
 # counts the other parts' tests too.
 TOTALLED = ("failed", "passed", "skipped", "xfailed", "xpassed", "warnings", "errors")
 PLURAL = {"warning": "warnings", "error": "errors"}  # pytest says "1 warning", "2 warnings"
+# pytest's options that read or write its cache between runs.
+CACHE_OPTIONS = (
+    "--lf",
+    "--last-failed",
+    "--ff",
+    "--failed-first",
+    "--nf",
+    "--new-first",
+    "--sw",
+    "--stepwise",
+    "--sw-skip",
+    "--stepwise-skip",
+    "--cache-show",
+    "--cache-clear",
+)
 
 
 def summary_of(output: str) -> tuple[dict[str, int], float] | None:
@@ -51,7 +70,7 @@ def combined_status(statuses: list[int]) -> int:
 
 def run_parts(jobs: int, pytest_args: list[str]) -> int:
     """Run ``jobs`` parts of the selection side by side; returns the combined exit status."""
-    base = [sys.executable, "-m", "pytest", *pytest_args]
+    base = [sys.executable, "-m", "pytest", *pytest_args, "-p", "no:cacheprovider"]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="run_tests.") as tmp:
         logs = [Path(tmp) / f"part{k}.log" for k in range(1, jobs + 1)]
@@ -113,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     args, pytest_args = parser.parse_known_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be 1 or more")
+    cache = next((a for a in pytest_args if a.split("=")[0] in CACHE_OPTIONS), None)
+    if cache is not None and args.jobs > 1:
+        print(
+            f"tools/run_tests.py: {cache} uses pytest's cache, which parts stay out of: running one pytest", flush=True
+        )
+        args.jobs = 1
     if args.jobs == 1:
         return subprocess.call([sys.executable, "-m", "pytest", *pytest_args])
     return run_parts(args.jobs, pytest_args)

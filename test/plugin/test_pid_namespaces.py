@@ -77,4 +77,5 @@ def test_two_jobs_with_the_same_pids_do_not_collide(tmp_path: Path) -> None:
         assert {f"@aclsim-broker-{ns['a']}-1", f"@aclsim-broker-{ns['b']}-1"} <= brokers, brokers
         ns_ids = {n.strip("pid:[]") for n in ns.values()}
         tables = {name.split(".")[1] for name in seen[tag]["tables"] if name.split(".")[2] == "1"}
-        assert tables == ns_ids, (tables, seen[tag]["tables"])
+        # A subset: another part of the suite may run a job of its own as pid 1 meanwhile (test_pid_reuse.py).
+        assert ns_ids <= tables, (tables, seen[tag]["tables"])

@@ -41,15 +41,26 @@ def test_demo_succeeds() -> None:
 
 
 def test_demo_skips_fanout_with_too_few_devices() -> None:
-    out = _run(["torch_npu_ipc.demo", "--tensors", "10", "--consumers", "7"])
+    out = _run(["torch_npu_ipc.demo", "--flows", "b", "--consumers", "7"])
     assert out.returncode == 0, out.stdout + out.stderr
     assert (
         "[SKIP] 1 producer -> 7 consumers needs 8 devices, found 4 (run with --consumers 3, or set ACLSIM_DEVICES=8"
         in out.stdout
     )
-    assert "[SUCCESS]" in out.stdout
-    beyond = _run(["torch_npu_ipc.demo", "--tensors", "10", "--consumers", "8"])  # aclsim simulates 8 at most
+    assert "[SUCCESS]" in out.stdout and "(a)" not in out.stdout and "(c)" not in out.stdout, out.stdout
+    beyond = _run(["torch_npu_ipc.demo", "--flows", "b", "--consumers", "8"])  # aclsim simulates 8 at most
     assert "needs 9 devices, found 4 (run with --consumers 3)" in beyond.stdout, beyond.stdout + beyond.stderr
+
+
+@pytest.mark.mode_independent
+@pytest.mark.parametrize("flows", ["", "d", "a,,c", "a;b"])
+def test_demo_refuses_unknown_flows(flows: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from torch_npu_ipc.demo import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--flows", flows])
+    assert stop.value.code == 2
+    assert "--flows takes a comma-separated choice of a, b and c" in capsys.readouterr().err
 
 
 def test_demo_on_a_chip_without_ipc_events() -> None:

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "tools" / "run_tests.py"
 
 
-def _collected(*args: str, cwd: Path = ROOT) -> list[str]:
+def _collected(*args: str, cwd: Path) -> list[str]:
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
         cwd=cwd,
@@ -34,17 +34,18 @@ def _collected(*args: str, cwd: Path = ROOT) -> list[str]:
     return [line for line in out.stdout.splitlines() if "::" in line]
 
 
-def test_parts_split_the_selection_exactly() -> None:
-    target = "test/aclsim/test_sim_cann_rules.py"
-    whole = _collected(target)
-    assert len(whole) >= 5, whole
-    parts = [_collected(target, "--shard", f"{k}/3") for k in (1, 2, 3)]
+def test_parts_split_the_selection_exactly(tmp_path: Path) -> None:
+    suite = _planted(tmp_path)
+    whole = _collected("test_planted.py", cwd=suite)
+    assert len(whole) == 9, whole
+    parts = [_collected("test_planted.py", "--shard", f"{k}/4", cwd=suite) for k in (1, 2, 3, 4)]
     assert sorted(n for part in parts for n in part) == sorted(whole), "the parts together must be the whole selection"
     assert all(len(set(a) & set(b)) == 0 for i, a in enumerate(parts) for b in parts[i + 1 :]), parts
     assert max(map(len, parts)) - min(map(len, parts)) <= 1, [len(p) for p in parts]
     # -k applies before the split: the parts share out what it kept.
-    kept = _collected(target, "-k", "not event")
-    halves = [_collected(target, "-k", "not event", "--shard", f"{k}/2") for k in (1, 2)]
+    kept = _collected("test_planted.py", "-k", "not test_fails", cwd=suite)
+    assert len(kept) == 8, kept
+    halves = [_collected("test_planted.py", "-k", "not test_fails", "--shard", f"{k}/2", cwd=suite) for k in (1, 2)]
     assert sorted(n for half in halves for n in half) == sorted(kept), (halves, kept)
 
 
@@ -121,3 +122,21 @@ def test_one_job_is_plain_pytest(tmp_path: Path) -> None:
     out = _run(_planted(tmp_path), "--jobs", "1", "-q", "test_planted.py")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "1 failed, 8 passed, 2 warnings" in out.stdout and "part " not in out.stdout, out.stdout
+
+
+def test_parts_leave_the_cache_alone_and_options_that_use_it_run_one_pytest(tmp_path: Path) -> None:
+    suite = _planted(tmp_path)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args], cwd=suite, capture_output=True, text=True, timeout=300, check=False
+        )
+
+    parts = run(str(RUNNER), "--jobs", "2", "-q", "test_planted.py")
+    assert parts.returncode == 1 and "all parts: 1 failed, 8 passed" in parts.stdout, parts.stdout + parts.stderr
+    assert not (suite / ".pytest_cache").exists(), "a part wrote pytest's cache"
+    out = run(str(RUNNER), "--jobs", "2", "-q", "test_planted.py", "--lf")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "--lf uses pytest's cache, which parts stay out of: running one pytest" in out.stdout, out.stdout
+    assert "1 failed, 8 passed" in out.stdout and "part " not in out.stdout, out.stdout
+    assert (suite / ".pytest_cache").exists(), "the one pytest keeps its cache"
