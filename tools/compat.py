@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     run([str(py), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(src)], env=env)
     run([str(py), "-m", "torch_npu_ipc", "doctor"], cwd=src, env=env)
     run([str(py), "-m", "torch_npu_ipc.demo"], cwd=src, env=env)
-    run([str(py), "-m", "pytest", "test", "-q", *pytest_args], cwd=src, env=env)
+    # As `make test` runs it: two parts side by side (TEST_JOBS=1: one pytest).
+    run([str(py), "tools/run_tests.py", "test", "-q", *pytest_args], cwd=src, env=env)
     return 0
 
 
