@@ -125,22 +125,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--jobs",
-        type=int,
-        default=int(os.environ.get("TEST_JOBS", "2")),
+        default=os.environ.get("TEST_JOBS", "2"),
         help="parts run side by side (default: $TEST_JOBS, else 2); 1 runs plain pytest",
     )
     args, pytest_args = parser.parse_known_args(argv)
-    if args.jobs < 1:
-        parser.error("--jobs must be 1 or more")
+    if not args.jobs.isdigit() or int(args.jobs) < 1:
+        parser.error(f"--jobs (or TEST_JOBS) must be a whole number, 1 or more; got {args.jobs!r}")
+    args.jobs = int(args.jobs)
     cache = next((a for a in pytest_args if a.split("=")[0] in CACHE_OPTIONS), None)
     if cache is not None and args.jobs > 1:
         print(
             f"tools/run_tests.py: {cache} uses pytest's cache, which parts stay out of: running one pytest", flush=True
         )
         args.jobs = 1
-    if args.jobs == 1:
-        return subprocess.call([sys.executable, "-m", "pytest", *pytest_args])
-    return run_parts(args.jobs, pytest_args)
+    try:
+        if args.jobs == 1:
+            return subprocess.call([sys.executable, "-m", "pytest", *pytest_args])
+        return run_parts(args.jobs, pytest_args)
+    except KeyboardInterrupt:  # the parts got the terminal's SIGINT too; run_parts stopped what was left
+        print("\ntools/run_tests.py: interrupted", file=sys.stderr)
+        return 2  # pytest's "interrupted"
 
 
 if __name__ == "__main__":

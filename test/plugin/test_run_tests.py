@@ -8,6 +8,7 @@ test.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -140,3 +141,18 @@ def test_parts_leave_the_cache_alone_and_options_that_use_it_run_one_pytest(tmp_
     assert "--lf uses pytest's cache, which parts stay out of: running one pytest" in out.stdout, out.stdout
     assert "1 failed, 8 passed" in out.stdout and "part " not in out.stdout, out.stdout
     assert (suite / ".pytest_cache").exists(), "the one pytest keeps its cache"
+
+
+@pytest.mark.parametrize("jobs", ["0", "two", "-1"])
+def test_a_bad_job_count_is_refused(tmp_path: Path, jobs: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(RUNNER), "-q", "test_planted.py"],
+        cwd=_planted(tmp_path),
+        env=dict(os.environ, TEST_JOBS=jobs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"--jobs (or TEST_JOBS) must be a whole number, 1 or more; got '{jobs}'" in out.stderr, out.stderr
