@@ -69,12 +69,16 @@ def _shard(spec: str) -> tuple[int, int]:
     return k, n
 
 
+# (K, N) of --shard, or None; parsed once, in pytest_configure.
+SHARD = pytest.StashKey[tuple[int, int] | None]()
+
+
 @pytest.hookimpl(trylast=True)  # after -m and -k deselected theirs: the parts split what is left
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    spec = config.getoption("--shard")
-    if spec is None:
+    shard = config.stash[SHARD]
+    if shard is None:
         return
-    k, n = _shard(spec)
+    k, n = shard
     keep = items[k - 1 :: n]
     kept = {id(item) for item in keep}
     config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
@@ -84,8 +88,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_configure(config: pytest.Config) -> None:
     # Child processes read this to size their loops.
     os.environ["TORCH_NPU_IPC_SOAK"] = "1" if config.getoption("--soak") else "0"
-    if config.getoption("--shard") is not None:
-        _shard(config.getoption("--shard"))  # a bad K/N stops the run before collection
+    spec = config.getoption("--shard")
+    config.stash[SHARD] = None if spec is None else _shard(spec)  # a bad K/N stops the run before collection
 
 
 def _visible_devices() -> int:

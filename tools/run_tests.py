@@ -29,7 +29,7 @@ from pathlib import Path
 
 NO_TESTS_COLLECTED = 5  # pytest's exit status
 # "629 passed, 3 skipped, 1 warning in 748.24s (0:12:28)", with or without "=" around.
-SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ [a-z]+(?:, \d+ [a-z]+)*) in (?P<secs>[\d.]+)s\b")
+SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ [a-z]+(?:, \d+ [a-z]+)*) in [\d.]+s\b")
 COUNT = re.compile(r"(\d+) ([a-z]+)")
 # Summed over the parts, in pytest's order. Not "deselected": each part's
 # counts the other parts' tests too.
@@ -52,12 +52,12 @@ CACHE_OPTIONS = (
 )
 
 
-def summary_of(output: str) -> tuple[dict[str, int], float] | None:
-    """The counts and seconds of pytest's final summary line in ``output``, if any."""
+def summary_of(output: str) -> dict[str, int] | None:
+    """The counts of pytest's final summary line in ``output``, if any."""
     for line in reversed(output.splitlines()):
         m = SUMMARY.match(line.strip())
         if m:
-            return {word: int(n) for n, word in COUNT.findall(m["counts"])}, float(m["secs"])
+            return {word: int(n) for n, word in COUNT.findall(m["counts"])}
     return None
 
 
@@ -73,7 +73,7 @@ def run_parts(jobs: int, pytest_args: list[str]) -> int:
     base = [sys.executable, "-m", "pytest", *pytest_args, "-p", "no:cacheprovider"]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="run_tests.") as tmp:
-        logs = [Path(tmp) / f"part{k}.log" for k in range(1, jobs + 1)]
+        logs = {k: Path(tmp) / f"part{k}.log" for k in range(2, jobs + 1)}
         procs = []
         try:
             # Part 1 goes through a pipe that is echoed as it comes (and kept
@@ -82,7 +82,7 @@ def run_parts(jobs: int, pytest_args: list[str]) -> int:
                 subprocess.Popen([*base, "--shard", f"1/{jobs}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             )
             for k in range(2, jobs + 1):
-                with open(logs[k - 1], "wb") as log:
+                with open(logs[k], "wb") as log:
                     procs.append(
                         subprocess.Popen([*base, "--shard", f"{k}/{jobs}"], stdout=log, stderr=subprocess.STDOUT)
                     )
@@ -98,8 +98,7 @@ def run_parts(jobs: int, pytest_args: list[str]) -> int:
                 if p.poll() is None:
                     p.kill()
                     p.wait()
-        logs[0].write_bytes(bytes(first))
-        outputs = [log.read_text(errors="replace") for log in logs]
+        outputs = [first.decode(errors="replace")] + [logs[k].read_text(errors="replace") for k in range(2, jobs + 1)]
     for k in range(2, jobs + 1):
         print(f"\n== part {k}/{jobs} (tools/run_tests.py: printed once it ended)", flush=True)
         sys.stdout.write(outputs[k - 1])
@@ -107,9 +106,9 @@ def run_parts(jobs: int, pytest_args: list[str]) -> int:
     totals: dict[str, int] = {}
     for k, (out, status) in enumerate(zip(outputs, statuses, strict=True), start=1):
         found = summary_of(out)
-        counts = ", ".join(f"{n} {w}" for w, n in found[0].items()) if found else "no summary line"
+        counts = ", ".join(f"{n} {w}" for w, n in found.items()) if found else "no summary line"
         print(f"part {k}/{jobs}: exit {status}: {counts}")
-        for word, n in (found[0] if found else {}).items():
+        for word, n in (found or {}).items():
             key = PLURAL.get(word, word)
             if key in TOTALLED:
                 totals[key] = totals.get(key, 0) + n
