@@ -282,7 +282,9 @@ bool barrier_copy(const c10_npu::NPUStream& src_stream, const c10_npu::NPUStream
   std::string exhausted;
   try {
     held->dst_ready = EventManager::get().try_acquire(dst_stream.device_index(), &exhausted);
-    if (held->dst_ready != nullptr) held->copied = EventManager::get().try_acquire(src_stream.device_index(), &exhausted);
+    if (held->dst_ready != nullptr) {
+      held->copied = EventManager::get().try_acquire(src_stream.device_index(), &exhausted);
+    }
   } catch (const c10::Error& e) {
     mark_events_broken(std::string("interprocess events are unusable (") + e.what_without_backtrace() +
                        "); cross-device copies synchronize the streams instead");
@@ -333,13 +335,22 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
                            c10::elementSize(dst.scalar_type()) < c10::elementSize(src.scalar_type());
   // A tensor made here lives on its device's current stream, the one the
   // transfer orders (a: S's, which runs it; b: D's, which waits for it).
+  // One made on S takes the destination's layout when that is dense and of
+  // the source's shape, so that the transfer lands in place.
+  const bool dst_takes_a = dst.sizes().equals(src.sizes()) && dst.is_non_overlapping_and_dense();
+  const auto dense_on_s = [&](at::ScalarType dtype) {
+    const auto options = src.options().dtype(dtype);
+    at::Tensor t = dst_takes_a ? at::empty_strided(dst.sizes(), dst.strides(), options)
+                               : at::empty_like(src, options, at::MemoryFormat::Preserve);
+    t.copy_(src);  // same device: torch_npu's kernel on S's current stream
+    return t;
+  };
   at::Tensor a = src;
   bool a_made_here = true;
   if (cast_before) {
-    a = at::empty_like(src, src.options().dtype(dst.scalar_type()), at::MemoryFormat::Preserve);
-    a.copy_(src);  // same device: torch_npu's kernel on S's current stream
+    a = dense_on_s(dst.scalar_type());
   } else if (!src.is_non_overlapping_and_dense()) {
-    a = src.contiguous();
+    a = dense_on_s(src.scalar_type());
   } else {
     a_made_here = false;
   }

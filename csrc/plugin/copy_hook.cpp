@@ -151,11 +151,14 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   auto memory_format = args[6].toOptional<at::MemoryFormat>().value_or(at::MemoryFormat::Preserve);
   auto options = self.options().dtype(dtype).device(at::Device(kNpu, target));
   at::Tensor result;
-  // As at::native::_to_copy: a dense source keeps its strides.
-  if (memory_format == at::MemoryFormat::Preserve && self.is_non_overlapping_and_dense()) {
-    result = at::empty_strided(self.sizes(), self.strides(), options);
+  if (memory_format == at::MemoryFormat::Preserve) {
+    // As at::native::_to_copy: a dense source keeps its strides; any other
+    // gets dense strides in the order of its own (a transposed slice stays
+    // transposed).
+    const auto strides = self.is_non_overlapping_and_dense() ? self.strides().vec()
+                                                             : at::infer_dense_strides(self.sizes(), self.strides());
+    result = at::empty_strided(self.sizes(), strides, options);
   } else {
-    if (memory_format == at::MemoryFormat::Preserve) memory_format = self.suggest_memory_format();
     result = at::empty(self.sizes(), options.memory_format(memory_format));
   }
   cross_device_copy(result, self, current_mode(), /*dst_is_fresh=*/true);

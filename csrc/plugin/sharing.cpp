@@ -57,7 +57,9 @@ std::chrono::seconds unclaimed_timeout() {
   return t;
 }
 
-c10::Device npu(int64_t index) { return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)); }
+c10::Device npu(int64_t index) {
+  return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+}
 
 // Context of a producer storage that was shared at least once.
 struct SentBlock {

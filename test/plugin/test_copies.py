@@ -288,6 +288,30 @@ def test_broadcasting_copy(src_shape: tuple[int, ...], dst_shape: tuple[int, ...
     assert torch.equal(dst16.cpu(), src_cpu.expand(dst_shape).half())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["same-dtype", "cast-before"])
+def test_non_dense_to_keeps_dimension_order_in_one_transfer(dtype: torch.dtype) -> None:
+    """.to() of a non-dense source gives dense strides in the source's dimension order, as at::native::_to_copy.
+
+    The source is made dense on its device in that layout, so the transfer
+    lands in the result itself: one op on the source device, none on the
+    destination's.
+    """
+    ref = torch.arange(24.0).view(2, 3, 4).permute(2, 0, 1)[::2]
+    x = torch.arange(24.0).view(2, 3, 4).to("npu:0").permute(2, 0, 1)[::2]
+    x.to("npu:1", dtype)  # first use of the pair: peer access, pooled events
+    torch.npu.synchronize(0)
+    torch.npu.synchronize(1)
+    before = aclsim.counters()
+    y = x.to("npu:1", dtype)
+    torch.npu.synchronize(0)
+    torch.npu.synchronize(1)
+    after = aclsim.counters()
+    assert y.stride() == ref.to(dtype, copy=True).stride() == (1, 6, 2)
+    assert torch.equal(y.cpu(), ref.to(dtype))
+    d = {k: after[k] - before[k] for k in ("op_launch", "memcpy_inter_device")}
+    assert d == {"op_launch": 1, "memcpy_inter_device": 1}, d
+
+
 def test_not_broadcastable_raises() -> None:
     """A shape mismatch raises before anything is queued, naming both shapes."""
     with pytest.raises(RuntimeError, match=r"source's shape \[5\] cannot be broadcast to the destination's shape \[4"):
