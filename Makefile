@@ -40,6 +40,9 @@ doctor: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	@# C and C++ lines stay within 120 columns (the sources are ASCII).
+	@! LC_ALL=C grep -rnE '^.{121,}' csrc --include='*.c' --include='*.cpp' --include='*.h' || \
+		{ echo "lint: the C/C++ lines above are longer than 120 columns"; exit 1; }
 
 sdist: install
 	$(PY) -m pip install --quiet build

@@ -18,8 +18,8 @@
 namespace {
 
 [[noreturn]] void graph_mode_unsupported(const char* type) {
-  throw std::runtime_error(std::string("aclsim: GE graph mode is not simulated (operator ") + (type ? type : "built from AscendString names") +
-                           "); run eager code on aclsim");
+  throw std::runtime_error(std::string("aclsim: GE graph mode is not simulated (operator ") +
+                           (type ? type : "built from AscendString names") + "); run eager code on aclsim");
 }
 
 }  // namespace

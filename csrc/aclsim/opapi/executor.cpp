@@ -39,9 +39,10 @@ aclnnStatus launch(const char* op, aclOpExecutor* executor, aclrtStream stream) 
     aclsim::count(Counter::OpLaunch);
     // std::function needs a copyable callable, so the task shares ownership.
     std::shared_ptr<aclOpExecutor> shared(std::move(owned));
-    const double cost = aclsim::op_cost_seconds();
+    const auto cost = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(aclsim::op_cost_seconds()));
     const aclError queued = aclsim::enqueue(stream, shared->op, [shared, cost]() -> aclError {
-      if (cost > 0) aclsim::spend_device_time(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(cost)));
+      if (cost.count() > 0) aclsim::spend_device_time(cost);
       try {
         shared->work();
         return ACL_SUCCESS;

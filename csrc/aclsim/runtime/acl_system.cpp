@@ -59,7 +59,9 @@ ACLSIM_API aclError aclsysGetCANNVersion(aclCANNPackageName name, aclCANNPackage
 }
 
 ACLSIM_API aclError aclsysGetVersionStr(char* pkgName, char* versionStr) {
-  if (pkgName == nullptr || versionStr == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclsysGetVersionStr: null argument");
+  if (pkgName == nullptr || versionStr == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "aclsysGetVersionStr: null argument");
+  }
   std::snprintf(versionStr, ACL_PKG_VERSION_MAX_SIZE, "%s", kCannVersion);
   return ACL_SUCCESS;
 }
@@ -73,7 +75,9 @@ ACLSIM_API aclError aclGetCannAttribute(aclCannAttr attr, int32_t* value) {
 
 ACLSIM_API aclError aclGetDeviceCapability(uint32_t deviceId, aclDeviceInfo info, int64_t* value) {
   if (value == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclGetDeviceCapability: null output");
-  if (!valid_device(static_cast<int>(deviceId))) return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclGetDeviceCapability: invalid device");
+  if (!valid_device(static_cast<int>(deviceId))) {
+    return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclGetDeviceCapability: invalid device");
+  }
   switch (info) {
     case ACL_DEVICE_INFO_AI_CORE_NUM: *value = 24; break;
     case ACL_DEVICE_INFO_VECTOR_CORE_NUM: *value = 48; break;

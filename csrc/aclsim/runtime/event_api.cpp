@@ -201,7 +201,7 @@ aclError create_event(aclrtEvent* out, uint32_t flags, bool new_mode) {
   EventBudget& b = budget(e->is_ipc());
   if (!b.take(dev)) {
     return fail(config().event_limit_error, "create event: device " + std::to_string(dev) + " already has " +
-                                                    std::to_string(b.limit()) + (e->is_ipc() ? " IPC events" : " events"));
+                                                std::to_string(b.limit()) + (e->is_ipc() ? " IPC events" : " events"));
   }
   aclError rc = ACL_SUCCESS;
   e->core = e->is_ipc() ? EventCore::create_shared(dev, &rc) : EventCore::create_local(dev);

@@ -84,7 +84,9 @@ ACLSIM_API aclError aclrtIpcMemGetExportKey(void* devPtr, size_t size, char* key
 }
 
 ACLSIM_API aclError aclrtIpcMemSetImportPid(const char* key, int32_t* pid, size_t num) {
-  if (key == nullptr || (pid == nullptr && num != 0)) return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcMemSetImportPid: null argument");
+  if (key == nullptr || (pid == nullptr && num != 0)) {
+    return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcMemSetImportPid: null argument");
+  }
   std::lock_guard<std::mutex> lock(state().mu);
   auto it = state().exports.find(std::string(key, strnlen(key, kKeyLen)));
   if (it == state().exports.end()) {
@@ -94,7 +96,9 @@ ACLSIM_API aclError aclrtIpcMemSetImportPid(const char* key, int32_t* pid, size_
 }
 
 ACLSIM_API aclError aclrtIpcMemImportByKey(void** devPtr, const char* key, uint64_t flags) {
-  if (devPtr == nullptr || key == nullptr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcMemImportByKey: null argument");
+  if (devPtr == nullptr || key == nullptr) {
+    return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcMemImportByKey: null argument");
+  }
   if ((flags & ~ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS) != 0) {
     return fail(ACL_ERROR_INVALID_PARAM, "aclrtIpcMemImportByKey: unknown flag bits");
   }

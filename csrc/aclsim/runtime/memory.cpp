@@ -88,12 +88,13 @@ aclError check_side(const void* p, size_t count, bool want_device, const char* s
   auto a = find_allocation(p, count);
   if (want_device) {
     if (a == nullptr || !is_device_kind(a->kind())) {
-      return fail(ACL_ERROR_RT_PARAM_INVALID,
-                  std::string("memcpy: ") + side + " is not a live device range of " + std::to_string(count) + " bytes");
+      return fail(ACL_ERROR_RT_PARAM_INVALID, std::string("memcpy: ") + side + " is not a live device range of " +
+                                                  std::to_string(count) + " bytes");
     }
     *dev = a->device();
   } else if (a != nullptr && is_device_kind(a->kind())) {
-    return fail(ACL_ERROR_RT_PARAM_INVALID, std::string("memcpy: ") + side + " is device memory but the copy kind says host");
+    return fail(ACL_ERROR_RT_PARAM_INVALID,
+                std::string("memcpy: ") + side + " is device memory but the copy kind says host");
   }
   return ACL_SUCCESS;
 }
@@ -115,15 +116,19 @@ aclError plan_copy(void* dst, size_t dest_max, const void* src, size_t count, ac
   }
   int sdev = -1, ddev = -1;
   aclError rc = ACL_SUCCESS;
+  const auto check_sides = [&](bool src_on_device, bool dst_on_device) {
+    const aclError e = check_side(src, count, src_on_device, "src", &sdev);
+    return e != ACL_SUCCESS ? e : check_side(dst, count, dst_on_device, "dst", &ddev);
+  };
   switch (kind) {
     case ACL_MEMCPY_HOST_TO_HOST:
       plan->counter = Counter::MemcpyHostToHost;
-      if ((rc = check_side(src, count, false, "src", &sdev)) || (rc = check_side(dst, count, false, "dst", &ddev))) return rc;
+      if ((rc = check_sides(false, false))) return rc;
       break;
     case ACL_MEMCPY_HOST_TO_DEVICE:
     case ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE:
       plan->counter = Counter::MemcpyHostToDevice;
-      if ((rc = check_side(src, count, false, "src", &sdev)) || (rc = check_side(dst, count, true, "dst", &ddev))) return rc;
+      if ((rc = check_sides(false, true))) return rc;
       {
         auto s = find_allocation(src, count);
         plan->src_is_pageable_host = s == nullptr;
@@ -131,12 +136,12 @@ aclError plan_copy(void* dst, size_t dest_max, const void* src, size_t count, ac
       break;
     case ACL_MEMCPY_DEVICE_TO_HOST:
       plan->counter = Counter::MemcpyDeviceToHost;
-      if ((rc = check_side(src, count, true, "src", &sdev)) || (rc = check_side(dst, count, false, "dst", &ddev))) return rc;
+      if ((rc = check_sides(true, false))) return rc;
       break;
     case ACL_MEMCPY_DEVICE_TO_DEVICE:
     case ACL_MEMCPY_INNER_DEVICE_TO_DEVICE:
     case ACL_MEMCPY_INTER_DEVICE_TO_DEVICE:
-      if ((rc = check_side(src, count, true, "src", &sdev)) || (rc = check_side(dst, count, true, "dst", &ddev))) return rc;
+      if ((rc = check_sides(true, true))) return rc;
       plan->counter = sdev == ddev ? Counter::MemcpyDeviceToDevice : Counter::MemcpyInterDevice;
       if (!peer_accessible(sdev, ddev)) {
         return fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,

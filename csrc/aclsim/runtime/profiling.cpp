@@ -18,7 +18,9 @@ using ProfCommandHandle = int32_t (*)(uint32_t type, void* data, uint32_t len);
 
 ACLSIM_API uint64_t MsprofGetHashId(const char* info, size_t length) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (size_t i = 0; info != nullptr && i < length; ++i) h = (h ^ static_cast<unsigned char>(info[i])) * 1099511628211ull;
+  for (size_t i = 0; info != nullptr && i < length; ++i) {
+    h = (h ^ static_cast<unsigned char>(info[i])) * 1099511628211ull;
+  }
   return h;
 }
 ACLSIM_API int32_t MsprofRegisterCallback(uint32_t, ProfCommandHandle) { return 0; }

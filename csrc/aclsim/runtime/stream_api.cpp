@@ -22,7 +22,9 @@ aclError destroy_stream(aclrtStream stream, bool force) {
   aclError err = ACL_SUCCESS;
   auto s = resolve_work_stream(stream, "aclrtDestroyStream", &err);
   if (s == nullptr) return err;
-  if (s->is_default()) return fail(ACL_ERROR_RT_PARAM_INVALID, "destroy stream: the default stream cannot be destroyed");
+  if (s->is_default()) {
+    return fail(ACL_ERROR_RT_PARAM_INVALID, "destroy stream: the default stream cannot be destroyed");
+  }
   stream_table().remove(stream);
   if (force) {
     s->discard_pending();

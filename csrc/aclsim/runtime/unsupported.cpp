@@ -97,7 +97,9 @@ ACLSIM_API aclError aclrtMallocPhysical(aclrtDrvMemHandle*, size_t, const aclrtP
   return unsupported("aclrtMallocPhysical (virtual memory management)");
 }
 ACLSIM_API aclError aclrtFreePhysical(aclrtDrvMemHandle) { return unsupported("aclrtFreePhysical"); }
-ACLSIM_API aclError aclrtMapMem(void*, size_t, size_t, aclrtDrvMemHandle, uint64_t) { return unsupported("aclrtMapMem"); }
+ACLSIM_API aclError aclrtMapMem(void*, size_t, size_t, aclrtDrvMemHandle, uint64_t) {
+  return unsupported("aclrtMapMem");
+}
 ACLSIM_API aclError aclrtUnmapMem(void*) { return unsupported("aclrtUnmapMem"); }
 ACLSIM_API aclError aclrtMemExportToShareableHandle(aclrtDrvMemHandle, aclrtMemHandleType, uint64_t, uint64_t*) {
   return unsupported("aclrtMemExportToShareableHandle (use aclrtIpcMemGetExportKey)");
