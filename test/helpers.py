@@ -20,6 +20,23 @@ def soak() -> bool:
     return os.environ.get("TORCH_NPU_IPC_SOAK") == "1"
 
 
+def fuzz_settings(examples: int) -> Any:
+    """Hypothesis settings for the generated tests: ``examples`` fixed examples (ten times as many with --soak).
+
+    Derandomized, without an example database or deadline, health checks off
+    (the examples start devices and streams, which the checks would flag).
+    """
+    from hypothesis import HealthCheck, settings
+
+    return settings(
+        max_examples=examples * 10 if soak() else examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def native_event_ipc() -> bool:
     """True when the installed torch_npu has event IPC of its own (2.7.1.post4 and later)."""
     import torch_npu

@@ -181,8 +181,8 @@ class ExternalStream(torch_npu.npu.Stream):
     with the other library's work on the same stream is the order in which
     the work was queued. Unlike ``torch.npu.ExternalStream``,
     :meth:`synchronize`, :meth:`query`, :meth:`record_event`,
-    :meth:`wait_event` / :meth:`wait_stream` and ``torch_npu_ipc.Event``
-    record / wait work on it.
+    :meth:`wait_event` / :meth:`wait_stream`, and ``torch_npu_ipc.Event`` and
+    ``torch.npu.Event`` record / wait work on it.
 
     Args:
         stream_ptr (int): the ``aclrtStream`` address, as an integer.
@@ -469,16 +469,47 @@ def _guard_record_stream() -> None:
     torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
 
 
-def _install_guards() -> None:
-    """Make record_stream and graph capture on an ExternalStream raise our RuntimeError.
+def _guard_event_method(name: str, route: Callable[[torch_npu.npu.Event, _Ext], None]) -> None:
+    """Wrap ``torch_npu.npu.Event.<name>`` (record or wait) to take ExternalStreams (the caller holds PATCH_LOCK).
 
-    Called by the first ExternalStream constructed, not at import: a process
-    that never wraps a foreign stream keeps torch's and torch_npu's functions
-    untouched. torch_npu 2.13 refuses both itself on its native external
-    streams; these wrappers give the reason and the alternative, and also
-    cover the proxy path (where torch_npu sees an ordinary stream). Every
-    other stream, and every call the original would reject, goes to the
-    original unchanged (same arguments, same result, same exception).
+    torch_npu refuses both on its native external streams, and on the proxy
+    path would use the proxy alone, unordered with the owner's work; ``route``
+    does what ``ext.record_event(e)`` / ``ext.wait_event(e)`` do. Without a
+    stream argument the current stream counts, as in the original.
+    """
+    original = getattr(torch_npu.npu.Event, name)
+    if getattr(original, "_torch_npu_ipc_guard", False):
+        return
+
+    @functools.wraps(original)
+    def method(self: torch_npu.npu.Event, *args: Any, **kwargs: Any) -> Any:
+        # The original takes one optional argument, `stream`; any other call goes to it unchanged.
+        if len(args) + len(kwargs) <= 1 and set(kwargs) <= {"stream"}:
+            stream = args[0] if args else kwargs.get("stream")
+            if stream is None and _NATIVE_IDS:  # the current stream may be a native external one
+                stream = torch.npu.current_stream()
+            ext = external_of(stream) if stream is not None else None
+            if ext is not None:
+                return route(self, ext)
+        return original(self, *args, **kwargs)
+
+    method._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
+    method._torch_npu_ipc_original = original  # type: ignore[attr-defined]
+    setattr(torch_npu.npu.Event, name, method)
+
+
+def _install_guards() -> None:
+    """Make torch's and torch_npu's stream functions handle an ExternalStream.
+
+    ``record_stream`` and graph capture on one raise our RuntimeError;
+    ``torch.npu.Event.record`` / ``wait`` on one work. Called by the first
+    ExternalStream constructed, not at import: a process that never wraps a
+    foreign stream keeps torch's and torch_npu's functions untouched.
+    torch_npu 2.13 refuses all four itself on its native external streams;
+    these wrappers give the reason and the alternative (or do the work), and
+    also cover the proxy path (where torch_npu sees an ordinary stream).
+    Every other stream, and every call the original would reject, goes to
+    the original unchanged (same arguments, same result, same exception).
     Idempotent; the caller holds _LOCK.
     """
     global _GUARDS_INSTALLED
@@ -487,6 +518,8 @@ def _install_guards() -> None:
 
     with PATCH_LOCK:
         _guard_record_stream()
+        _guard_event_method("record", record_event_on)
+        _guard_event_method("wait", wait_event_on)
 
     graphs = torch_npu.npu.graphs
     capture_begin = graphs.NPUGraph.capture_begin

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 import torch_npu  # noqa: F401
-from helpers import soak
-from hypothesis import HealthCheck, given, settings
+from helpers import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import aclsim
@@ -35,13 +35,7 @@ pytestmark = [
     pytest.mark.devices(2),
 ]
 
-SETTINGS = settings(
-    max_examples=2000 if soak() else 200,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-)
+SETTINGS = fuzz_settings(200)
 DTYPES = [
     torch.float32,
     torch.float16,

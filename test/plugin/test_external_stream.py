@@ -23,6 +23,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -420,15 +421,23 @@ def test_synchronize_and_query(impl: str, raw: int) -> None:
 
 
 # ---------------------------------------------------------------- events
+def new_event(kind: str) -> torch_npu.npu.Event:
+    """An event of ``kind``: torch_npu's own class, or the plugin's (interprocess or not)."""
+    if kind == "torch_npu_event":
+        return torch.npu.Event()
+    return torch_npu_ipc.Event(interprocess=kind == "interprocess")
+
+
 @requires_aclsim
-@pytest.mark.parametrize("interprocess", [False, True])
-def test_event_recorded_on_ext_orders_a_torch_stream(impl: str, raw: int, interprocess: bool) -> None:
+@pytest.mark.parametrize("kind", ["event", "interprocess", "torch_npu_event"])
+def test_event_recorded_on_ext_orders_a_torch_stream(impl: str, raw: int, kind: str) -> None:
+    """An event recorded on ext follows the owner's work queued there (torch_npu's Event.record(ext) too)."""
     ext = torch_npu_ipc.ExternalStream(raw)
     x = made(torch.zeros(8, device="npu:0"))
     aclsim.sleep(raw, WORK)
     with torch.npu.stream(ext):
         x.add_(5)
-    e = torch_npu_ipc.Event(interprocess=interprocess)
+    e = new_event(kind)
     e.record(ext)
     assert not e.query()
     s = torch.npu.Stream()
@@ -441,11 +450,12 @@ def test_event_recorded_on_ext_orders_a_torch_stream(impl: str, raw: int, interp
 
 
 @requires_aclsim
-def test_event_recorded_with_ext_current(impl: str, raw: int) -> None:
+@pytest.mark.parametrize("kind", ["event", "torch_npu_event"])
+def test_event_recorded_with_ext_current(impl: str, raw: int, kind: str) -> None:
     """Event.record() without a stream inside torch.npu.stream(ext) records on ext."""
     ext = torch_npu_ipc.ExternalStream(raw)
     aclsim.sleep(raw, WORK)
-    e = torch_npu_ipc.Event()
+    e = new_event(kind)
     with torch.npu.stream(ext):
         e.record(ext if impl == "proxy" else None)  # proxy: current_stream() is the proxy
     assert not e.query()
@@ -465,22 +475,23 @@ def test_timing_event_on_ext(impl: str, raw: int) -> None:
 
 
 @requires_aclsim
-@pytest.mark.parametrize("kind", ["ipc_event", "plain_ipc_event_class", "torch_npu_event", "interprocess"])
+@pytest.mark.parametrize(
+    "kind", ["ipc_event", "plain_ipc_event_class", "torch_npu_event", "torch_npu_event_wait", "interprocess"]
+)
 def test_ext_waits_for_event(impl: str, raw: int, other: OtherLib, kind: str) -> None:
-    """ext waits for work on a busy torch stream: torch ops and the other library's copy both see it."""
+    """ext waits for work on a busy torch stream: torch ops and the other library's copy both see it.
+
+    ``*_wait`` / ``plain_ipc_event_class``: ``e.wait(ext)``, the others ``ext.wait_event(e)``.
+    """
     s = torch.npu.Stream()
     x = made(torch.zeros(8, device="npu:0"))
     aclsim.sleep(s.npu_stream, WORK)
     with torch.npu.stream(s):
         x.add_(7)
-    if kind == "torch_npu_event":
-        e = torch.npu.Event()
-        e.record(s)
-    else:
-        e = torch_npu_ipc.Event(interprocess=kind == "interprocess")
-        e.record(s)
+    e = new_event("torch_npu_event" if kind.startswith("torch_npu_event") else kind)
+    e.record(s)
     ext = torch_npu_ipc.ExternalStream(raw)
-    if kind == "plain_ipc_event_class":
+    if kind in ("plain_ipc_event_class", "torch_npu_event_wait"):
         e.wait(ext)
     else:
         ext.wait_event(e)
@@ -605,6 +616,8 @@ if sys.argv[1] == "plugin":
     assert getattr(torch.Tensor.record_stream, "_torch_npu_ipc_guard", False)
     assert getattr(torch.npu.NPUGraph.capture_begin, "_torch_npu_ipc_guard", False)
     assert getattr(torch.npu.graph.__init__, "_torch_npu_ipc_guard", False)
+    assert getattr(torch.npu.Event.record, "_torch_npu_ipc_guard", False)
+    assert getattr(torch.npu.Event.wait, "_torch_npu_ipc_guard", False)
 
 out = {}
 
@@ -637,6 +650,26 @@ run("record_stream no argument", lambda: rs())
 run("record_stream two", lambda: rs(s, s))
 run("record_stream cpu tensor", lambda: torch.ones(2).record_stream(s))
 run("record_stream unbound", lambda: torch.Tensor.record_stream(x, s))
+
+# (Not a non-stream argument: torch_npu's C++ reads whatever it is given as a stream object.)
+def ev(method, *a, **k):
+    e = torch.npu.Event()
+    if method == "wait":
+        e.record(s)
+    r = getattr(e, method)(*a, **k)
+    torch.npu.synchronize()
+    return r, e.query()
+
+run("event record side stream", lambda: ev("record", s))
+run("event record stream=", lambda: ev("record", stream=s))
+run("event record current", lambda: ev("record"))
+run("event record None", lambda: ev("record", None))
+run("event record two", lambda: ev("record", s, s))
+run("event record unknown keyword", lambda: ev("record", bogus=s))
+run("event wait side stream", lambda: ev("wait", s))
+run("event wait current", lambda: ev("wait"))
+run("event wait stream=", lambda: ev("wait", stream=torch.npu.default_stream()))
+run("event wait unbound", lambda: torch.npu.Event.wait(torch.npu.Event(), s))
 
 # torch_npu 2.7.1 aborts the process when an NPUGraph whose capture failed is destroyed
 # ("The graph should be registered to the state"): keep them, and skip their destructors.
@@ -693,7 +726,7 @@ def _guard_outcomes(kind: str) -> dict[str, str]:
 
 
 def test_guards_leave_ordinary_streams_as_torch_npu_has_them() -> None:
-    """record_stream and graph capture on ordinary streams: same outcome with and without the plugin.
+    """record_stream, event record / wait, graph capture on ordinary streams: as without the plugin.
 
     On aclsim graph capture fails (it lacks aclrtSetStreamAttribute); it must fail the same way.
     """
@@ -709,7 +742,18 @@ def _guards_are_lazy() -> None:
         from torch_npu_ipc import streams as s
 
         graphs = torch_npu.npu.graphs
-        originals = (torch.Tensor.record_stream, graphs.NPUGraph.capture_begin, graphs.graph.__init__)
+
+        def guarded() -> tuple[Any, ...]:
+            event = torch_npu.npu.Event
+            return (
+                torch.Tensor.record_stream,
+                graphs.NPUGraph.capture_begin,
+                graphs.graph.__init__,
+                event.record,
+                event.wait,
+            )
+
+        originals = guarded()
         assert originals[0] is torch._C.TensorBase.record_stream
         assert not s._GUARDS_INSTALLED
         assert not any(hasattr(f, "_torch_npu_ipc_guard") for f in originals)
@@ -717,11 +761,11 @@ def _guards_are_lazy() -> None:
         torch.npu.set_device(0)
         ptr = lib.create_stream(0)
         ext = torch_npu_ipc.ExternalStream(ptr)
-        wrapped = (torch.Tensor.record_stream, graphs.NPUGraph.capture_begin, graphs.graph.__init__)
+        wrapped = guarded()
         assert all(getattr(f, "_torch_npu_ipc_guard", False) for f in wrapped)
         assert [f._torch_npu_ipc_original for f in wrapped] == list(originals)
         torch_npu_ipc.ExternalStream(ptr)  # installed once
-        assert (torch.Tensor.record_stream, graphs.NPUGraph.capture_begin, graphs.graph.__init__) == wrapped
+        assert guarded() == wrapped
         ext.synchronize()
         del ext
         lib.destroy_stream(ptr)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 import torch_npu
-from helpers import soak
-from hypothesis import HealthCheck, given, settings
+from helpers import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 from other_lib import D2D, OtherLib
 
@@ -34,13 +34,7 @@ pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="needs aclsim (si
 N = 64
 VALUES = range(1, 6)  # what the library writes (one device buffer each)
 DELAYS = (0.0, 0.001, 0.003)  # simulated device time before a step's work
-SETTINGS = settings(
-    max_examples=500 if soak() else 50,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=list(HealthCheck),
-)
+SETTINGS = fuzz_settings(50)
 
 
 @dataclass(frozen=True)
@@ -99,6 +93,16 @@ def library() -> Iterator[Library]:
     lib.destroy_stream(stream)
 
 
+def order(stream: torch_npu.npu.Stream, *, after: torch_npu.npu.Stream, how: str) -> None:
+    """Make ``stream``'s later work wait for the work queued on ``after`` so far, the way ``how`` names."""
+    if how == "side_wait_stream":
+        stream.wait_stream(after)
+        return
+    ev = torch_npu_ipc.Event(interprocess=True) if how == "side_ipc_event" else torch.npu.Event()
+    ev.record(after)
+    stream.wait_event(ev)
+
+
 def run_program(program: list[Step], library: Library) -> None:
     raw = library.stream
     x = torch.zeros(N, device="npu:0")
@@ -136,22 +140,12 @@ def run_program(program: list[Step], library: Library) -> None:
         elif step.kind == "rewrap":
             ext = torch_npu_ipc.ExternalStream(raw)
         else:  # side_*: x changes on a torch stream ordered after ext and before ext's next work
-            if step.kind == "side_wait_stream":
-                side.wait_stream(ext)
-            else:
-                ev = torch_npu_ipc.Event(interprocess=True) if step.kind == "side_ipc_event" else torch.npu.Event()
-                ext.record_event(ev)
-                side.wait_event(ev)
+            order(side, after=ext, how=step.kind)
             with torch.npu.stream(side):
                 aclsim.sleep(side.npu_stream, step.delay)
                 x.mul_(2)
             model *= 2
-            if step.kind == "side_wait_stream":
-                ext.wait_stream(side)
-            else:
-                ev = torch_npu_ipc.Event(interprocess=True) if step.kind == "side_ipc_event" else torch.npu.Event()
-                ev.record(side)
-                ext.wait_event(ev)
+            order(ext, after=side, how=step.kind)
     ext.synchronize()
     torch.npu.synchronize()
     got = [(t.cpu(), value) for t, value in want]
