@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import torch
 import torch_npu
-from hypothesis import HealthCheck, given, settings
+from helpers import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 from sharing_util import Scenario, get
 
@@ -25,9 +26,7 @@ from torch_npu_ipc import sharing
 pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not active (real CANN installed)")
 
 ALLOWED = (TypeError, ValueError, RuntimeError)
-SETTINGS = settings(
-    max_examples=150, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
-)
+SETTINGS = fuzz_settings(150)
 
 
 def _import(data: Any, device: Any = None) -> None:
