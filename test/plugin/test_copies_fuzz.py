@@ -48,7 +48,16 @@ DTYPES = [
     torch.uint8,
     torch.bool,
 ]
-HOW = ["to", "to_non_blocking", "to_contiguous", "copy_", "copy_into_strided", "copy_into_permuted", "broadcast"]
+HOW = [
+    "to",
+    "to_non_blocking",
+    "to_contiguous",
+    "copy_",
+    "copy_into_strided",
+    "copy_into_permuted",
+    "broadcast",
+    "broadcast_into_strided",
+]
 HOST_SYNCS = ("aclrtSynchronizeStream", "aclrtSynchronizeEvent", "aclrtSynchronizeDevice")
 WORK = 0.001  # device time queued before the source's write (the copy must wait for it)
 
@@ -180,10 +189,16 @@ def test_copy_matches_cpu(
         strided_view(out, tuple(ref.shape)).copy_(src)
         want = strided_base(tuple(ref.shape), dst_dtype, "cpu")
         strided_view(want, tuple(ref.shape)).copy_(ref)
-    else:  # broadcast: one more leading dimension, and size-1 dimensions of the source expanded
+    elif how == "broadcast":  # one more leading dimension, and size-1 dimensions of the source expanded
         target = (3, *(2 if n == 1 else n for n in ref.shape))
         out = torch.zeros(target, dtype=dst_dtype, device=f"npu:{d}").copy_(src)
         want = torch.zeros(target, dtype=dst_dtype).copy_(ref)
+    else:  # broadcast_into_strided: the same target shape, as a non-dense view
+        target = (3, *(2 if n == 1 else n for n in ref.shape))
+        out = strided_base(target, dst_dtype, f"npu:{d}")
+        strided_view(out, target).copy_(src)
+        want = strided_base(target, dst_dtype, "cpu")
+        strided_view(want, target).copy_(ref)
     after = host_syncs()
     assert after == before, f"{what}: the host synchronized ({before} -> {after})"
     assert torch.equal(out.cpu(), want), what
