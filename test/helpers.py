@@ -37,6 +37,18 @@ def fuzz_settings(examples: int) -> Any:
     )
 
 
+def torch_npu_owns_to_device() -> bool:
+    """True when torch_npu implements ``Tensor.to(device, dtype)`` itself (``aten::to.device``; 2.7.1 does, 2.13 not).
+
+    Its kernel casts on the source device first and hands a contiguous tensor
+    to the copy: the result is contiguous whatever the source's layout.
+    ``Tensor.to(device)`` without a dtype still reaches ``aten::_to_copy``.
+    """
+    import torch
+
+    return torch._C._dispatch_has_kernel_for_dispatch_key("aten::to.device", "PrivateUse1")
+
+
 def native_event_ipc() -> bool:
     """True when the installed torch_npu has event IPC of its own (2.7.1.post4 and later)."""
     import torch_npu

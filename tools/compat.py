@@ -1,6 +1,6 @@
 """Build and test torch_npu_ipc against another torch_npu release, on aclsim.
 
-    python tools/compat.py 2.7.1 [--keep-venv] [-- PYTEST_ARGS...]
+    python tools/compat.py 2.7.1 [--keep-venv] [-- PYTEST_ARGS...]   (default PYTEST_ARGS: test -q)
 
 The project is pinned to torch 2.13.0 + torch-npu 2.13.0; this checks the
 claim that it works on torch_npu releases that lack the native features
@@ -69,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     pytest_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Arguments after -- go to pytest.")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], epilog="Arguments after -- go to pytest, instead of the default: test -q."
+    )
     parser.add_argument("torch_npu", help="torch_npu release to test against, e.g. 2.7.1")
     parser.add_argument("--keep-venv", action="store_true", help="reuse build/compat-VERSION/venv if it exists")
     args = parser.parse_args(own)
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     run([str(py), "-m", "torch_npu_ipc", "doctor"], cwd=src, env=env)
     run([str(py), "-m", "torch_npu_ipc.demo"], cwd=src, env=env)
     # As `make test` runs it: two parts side by side (TEST_JOBS=1: one pytest).
-    run([str(py), "tools/run_tests.py", "test", "-q", *pytest_args], cwd=src, env=env)
+    run([str(py), "tools/run_tests.py", *(pytest_args or ["test", "-q"])], cwd=src, env=env)
     return 0
 
 

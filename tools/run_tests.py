@@ -104,8 +104,10 @@ def run_parts(jobs: int, pytest_args: list[str]) -> int:
         sys.stdout.write(outputs[k - 1])
     print(f"\n== {jobs} parts side by side (tools/run_tests.py)")
     totals: dict[str, int] = {}
+    unknown = False  # a part printed no summary line (pytest -qq prints none, a crash neither)
     for k, (out, status) in enumerate(zip(outputs, statuses, strict=True), start=1):
         found = summary_of(out)
+        unknown |= found is None
         counts = ", ".join(f"{n} {w}" for w, n in found.items()) if found else "no summary line"
         print(f"part {k}/{jobs}: exit {status}: {counts}")
         for word, n in (found or {}).items():
@@ -116,6 +118,8 @@ def run_parts(jobs: int, pytest_args: list[str]) -> int:
     singular = {plural: one for one, plural in PLURAL.items()}
     phrases = [f"{totals[w]} {singular.get(w, w) if totals[w] == 1 else w}" for w in TOTALLED if w in totals]
     total = ", ".join(phrases) or "no tests ran"
+    if unknown:
+        total = "counts unknown (a part printed no summary line)" + (f"; the others: {total}" if phrases else "")
     print(f"all parts: {total} in {time.monotonic() - start:.1f}s: exit {status}", flush=True)
     return status
 

@@ -111,6 +111,14 @@ def test_every_part_runs_and_a_failure_anywhere_fails_the_run(tmp_path: Path) ->
     assert "all parts: 1 failed, 8 passed, 2 warnings" in text, text
 
 
+def test_a_part_without_summary_line_leaves_the_counts_unknown(tmp_path: Path) -> None:
+    """pytest -qq prints no summary line: the runner says the counts are unknown, not that no tests ran."""
+    out = _run(_planted(tmp_path), "--jobs", "2", "-qq", "test_planted.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "all parts: counts unknown (a part printed no summary line)" in out.stdout, out.stdout
+    assert "no tests ran" not in out.stdout, out.stdout
+
+
 def test_parts_with_nothing_selected_count_as_passed(tmp_path: Path) -> None:
     out = _run(_planted(tmp_path), "--jobs", "2", "-q", "test_planted.py", "-k", "test_passes and 3")
     assert out.returncode == 0, out.stdout + out.stderr
