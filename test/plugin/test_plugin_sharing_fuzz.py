@@ -217,3 +217,72 @@ def test_unshareable_tensor_is_refused_before_anything_is_taken() -> None:
     s = Scenario()
     s.start("refuser", _refuser)
     s.finish()
+
+
+# ------------------------------------------------------------------ generated layouts round trip
+LAYOUT_DTYPES = [torch.float32, torch.int64, torch.float16, torch.bfloat16, torch.bool, torch.uint8, torch.complex64]
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...], int, str]:
+    """(dtype, storage elements, size, stride, storage offset, transport) of a strided view that fits its storage.
+
+    Strides may be 0 (expanded) or overlap; sizes may be 0.
+    """
+    dtype = draw(st.sampled_from(LAYOUT_DTYPES))
+    n = draw(st.integers(0, 96))
+    size = tuple(draw(st.lists(st.integers(0, 5), max_size=4)))
+    stride = tuple(draw(st.lists(st.integers(0, 9), min_size=len(size), max_size=len(size))))
+    span = 0 if 0 in size else sum((k - 1) * s for k, s in zip(size, stride, strict=True)) + 1
+    offset = draw(st.integers(0, max(0, n - span)))
+    if span > n - offset:  # does not fit: the whole storage, one dimension
+        size, stride, offset = (n,), (1,), 0
+    return dtype, n, size, stride, offset, draw(st.sampled_from(["queue", "bytes"]))
+
+
+def _layout_values(dtype: torch.dtype, n: int) -> torch.Tensor:
+    a = torch.arange(n, dtype=torch.float64) % 97 + 1
+    if dtype == torch.bool:
+        return a > 50
+    if dtype.is_complex:
+        return torch.complex(a, -a).to(dtype)
+    return a.to(dtype)
+
+
+def _layout_receiver(q: Any, back: Any) -> None:
+    while (msg := get(q)) is not None:
+        transport, payload, (dtype, n, size, stride, offset) = msg
+        t = payload if transport == "queue" else torch_npu_ipc.import_tensor(payload)
+        what = f"{transport}: {dtype} storage {n} size {size} stride {stride} offset {offset}"
+        assert t.device.type == "npu", what
+        assert (t.dtype, tuple(t.shape), t.stride(), t.storage_offset()) == (dtype, size, stride, offset), what
+        assert t.untyped_storage().nbytes() == n * dtype.itemsize, what
+        want = _layout_values(dtype, n).as_strided(size, stride, offset)
+        assert torch.equal(t.cpu(), want), what
+        del t
+        back.put("ok")
+
+
+def _layout_sender(q: Any, back: Any) -> None:
+    @fuzz_settings(100)
+    @given(layouts())
+    def send(layout: tuple[torch.dtype, int, tuple[int, ...], tuple[int, ...], int, str]) -> None:
+        dtype, n, size, stride, offset, transport = layout
+        t = _layout_values(dtype, n).to("npu:0").as_strided(size, stride, offset)
+        q.put(
+            (transport, t if transport == "queue" else torch_npu_ipc.export_tensor(t), (dtype, n, size, stride, offset))
+        )
+        assert get(back) == "ok"
+
+    send()
+    q.put(None)
+    torch_npu_ipc.ipc_collect()
+
+
+def test_generated_layouts_round_trip() -> None:
+    """100 generated strided views (zero and overlapping strides, empty sizes, offsets, seven dtypes) arrive intact."""
+    s = Scenario()
+    q, back = s.queue(), s.queue()
+    s.start("receiver", _layout_receiver, q, back)
+    s.start("sender", _layout_sender, q, back)
+    s.finish(timeout=600)
