@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 NO_TESTS_COLLECTED = 5  # pytest's exit status
-# "629 passed, 3 skipped, 1 warning in 748.24s (0:12:28)", with or without "=" around.
-SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ [a-z]+(?:, \d+ [a-z]+)*) in [\d.]+s\b")
+# "629 passed, 3 skipped, 1 warning in 748.24s (0:12:28)" or "no tests ran in 0.01s", with or without "=" around.
+SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ [a-z]+(?:, \d+ [a-z]+)*|no tests ran) in [\d.]+s\b")
 COUNT = re.compile(r"(\d+) ([a-z]+)")
 # Summed over the parts, in pytest's order. Not "deselected": each part's
 # counts the other parts' tests too.
@@ -108,7 +108,9 @@ def run_parts(jobs: int, pytest_args: list[str]) -> int:
     for k, (out, status) in enumerate(zip(outputs, statuses, strict=True), start=1):
         found = summary_of(out)
         unknown |= found is None
-        counts = ", ".join(f"{n} {w}" for w, n in found.items()) if found else "no summary line"
+        counts = ", ".join(f"{n} {w}" for w, n in (found or {}).items()) or "no tests ran"
+        if found is None:
+            counts = "no summary line"
         print(f"part {k}/{jobs}: exit {status}: {counts}")
         for word, n in (found or {}).items():
             key = PLURAL.get(word, word)

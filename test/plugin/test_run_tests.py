@@ -117,6 +117,12 @@ def test_a_part_without_summary_line_leaves_the_counts_unknown(tmp_path: Path) -
     assert out.returncode == 1, out.stdout + out.stderr
     assert "all parts: counts unknown (a part printed no summary line)" in out.stdout, out.stdout
     assert "no tests ran" not in out.stdout, out.stdout
+    # A file without tests: pytest's own "no tests ran" line, in each part and in the totals.
+    (tmp_path / "test_empty.py").write_text("")
+    empty = _run(tmp_path, "--jobs", "2", "-q", "test_empty.py")
+    assert empty.returncode == 5, empty.stdout + empty.stderr
+    assert empty.stdout.count(": exit 5: no tests ran") == 2, empty.stdout
+    assert "all parts: no tests ran in " in empty.stdout, empty.stdout
 
 
 def test_parts_with_nothing_selected_count_as_passed(tmp_path: Path) -> None:
