@@ -140,6 +140,16 @@ def recv(q: Any, procs: Iterable[BaseProcess] = (), timeout: float = TIMEOUT) ->
         assert time.monotonic() < deadline, f"nothing received within {timeout}s"
 
 
+# The simulator's counters of calls that block the host on the device.
+HOST_SYNCS = ("aclrtSynchronizeStream", "aclrtSynchronizeEvent", "aclrtSynchronizeDevice")
+
+
+def host_syncs() -> dict[str, int]:
+    """aclsim's counts of the HOST_SYNCS calls so far."""
+    c = aclsim.counters()
+    return {k: c[k] for k in HOST_SYNCS}
+
+
 def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     """Counter differences (only the non-zero ones)."""
     return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}

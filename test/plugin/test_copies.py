@@ -20,6 +20,7 @@ import pytest
 import torch
 import torch_npu
 from helpers import soak, task_queue_on, torch_npu_owns_to_device
+from plugin_util import HOST_SYNCS, host_syncs
 from torch.torch_version import TorchVersion
 
 import aclsim
@@ -34,7 +35,6 @@ pytestmark = [
 
 WORK = 0.3  # simulated device time the copy must be ordered after
 HOST_FAST = WORK / 2  # a call that took this long blocked the host
-HOST_SYNCS = ("aclrtSynchronizeStream", "aclrtSynchronizeEvent", "aclrtSynchronizeDevice")
 N = 1000
 
 
@@ -64,11 +64,6 @@ def written_slowly(device: int, values: torch.Tensor) -> torch.Tensor:
     slow(device)
     t.add_(v)  # runs once the sleep is over
     return t
-
-
-def host_syncs() -> dict[str, int]:
-    c = aclsim.counters()
-    return {k: c[k] for k in HOST_SYNCS}
 
 
 class NoHostSync:

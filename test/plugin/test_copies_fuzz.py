@@ -26,6 +26,7 @@ import torch_npu  # noqa: F401
 from helpers import fuzz_settings, torch_npu_owns_to_device
 from hypothesis import given
 from hypothesis import strategies as st
+from plugin_util import host_syncs
 
 import aclsim
 import torch_npu_ipc  # noqa: F401
@@ -59,7 +60,6 @@ HOW = [
     "broadcast",
     "broadcast_into_strided",
 ]
-HOST_SYNCS = ("aclrtSynchronizeStream", "aclrtSynchronizeEvent", "aclrtSynchronizeDevice")
 WORK = 0.001  # device time queued before the source's write (the copy must wait for it)
 TORCH_NPU_TO_DEVICE = torch_npu_owns_to_device()
 
@@ -121,23 +121,17 @@ def values(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tenso
     return x > 10 if dtype == torch.bool else x.to(dtype)
 
 
-def host_syncs() -> dict[str, int]:
-    c = aclsim.counters()
-    return {k: c[k] for k in HOST_SYNCS}
-
-
 def dense_permuted(shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
     """A dense, non-contiguous tensor of ``shape`` (dimensions stored in reverse order), filled with 99."""
     return torch.full(tuple(reversed(shape)), 99, dtype=dtype, device=device).permute(list(reversed(range(len(shape)))))
 
 
-def strided_view(base: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    """A non-dense view of ``base`` (every second element of the last dimension) with shape ``shape``."""
-    return base[..., ::2] if shape else base[1]
-
-
-def strided_base(shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
-    return torch.full((*shape[:-1], shape[-1] * 2) if shape else (3,), 99, dtype=dtype, device=device)
+def copied_into_strided(src: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> torch.Tensor:
+    """A tensor of 99s with ``src`` copied into a non-dense view of it of ``shape`` (every second element
+    of the last dimension); returns the whole tensor."""
+    base = torch.full((*shape[:-1], shape[-1] * 2) if shape else (3,), 99, dtype=dtype, device=device)
+    (base[..., ::2] if shape else base[1]).copy_(src)
+    return base
 
 
 @SETTINGS
@@ -191,20 +185,16 @@ def test_copy_matches_cpu(
         out = dense_permuted(tuple(ref.shape), dst_dtype, f"npu:{d}").copy_(src)
         want = dense_permuted(tuple(ref.shape), dst_dtype, "cpu").copy_(ref)
     elif how == "copy_into_strided":
-        out = strided_base(tuple(ref.shape), dst_dtype, f"npu:{d}")
-        strided_view(out, tuple(ref.shape)).copy_(src)
-        want = strided_base(tuple(ref.shape), dst_dtype, "cpu")
-        strided_view(want, tuple(ref.shape)).copy_(ref)
-    elif how == "broadcast":  # one more leading dimension, and size-1 dimensions of the source expanded
+        out = copied_into_strided(src, tuple(ref.shape), dst_dtype, f"npu:{d}")
+        want = copied_into_strided(ref, tuple(ref.shape), dst_dtype, "cpu")
+    else:  # broadcast*: one more leading dimension, and size-1 dimensions of the source expanded
         target = (3, *(2 if n == 1 else n for n in ref.shape))
-        out = torch.zeros(target, dtype=dst_dtype, device=f"npu:{d}").copy_(src)
-        want = torch.zeros(target, dtype=dst_dtype).copy_(ref)
-    else:  # broadcast_into_strided: the same target shape, as a non-dense view
-        target = (3, *(2 if n == 1 else n for n in ref.shape))
-        out = strided_base(target, dst_dtype, f"npu:{d}")
-        strided_view(out, target).copy_(src)
-        want = strided_base(target, dst_dtype, "cpu")
-        strided_view(want, target).copy_(ref)
+        if how == "broadcast":
+            out = torch.zeros(target, dtype=dst_dtype, device=f"npu:{d}").copy_(src)
+            want = torch.zeros(target, dtype=dst_dtype).copy_(ref)
+        else:  # broadcast_into_strided: into a non-dense view of that shape
+            out = copied_into_strided(src, target, dst_dtype, f"npu:{d}")
+            want = copied_into_strided(ref, target, dst_dtype, "cpu")
     after = host_syncs()
     assert after == before, f"{what}: the host synchronized ({before} -> {after})"
     assert torch.equal(out.cpu(), want), what

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import torch
 import torch.multiprocessing.reductions as torch_reductions
+from plugin_util import HOST_SYNCS
 from sharing_util import CTX, Scenario, delta, get, spawn_reporting
 
 import aclsim
@@ -33,7 +34,6 @@ pytestmark = pytest.mark.skipif(not aclsim.is_active(), reason="aclsim is not ac
 # Simulated device work behind the writes a receiver must wait for.
 WORK = 0.5
 TIMEOUT_S = 230
-HOST_SYNCS = ("aclrtSynchronizeStream", "aclrtSynchronizeEvent", "aclrtSynchronizeDevice")
 
 
 # ------------------------------------------------------------------------------------------ cases
