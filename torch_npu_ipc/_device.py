@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 
 import torch
 import torch_npu
-
-# Held while torch.Tensor.record_stream is read and replaced: sharing and streams each wrap it,
-# and two wrappers made from the same original would lose one.
-PATCH_LOCK = threading.Lock()
 
 
 def npu_index(device: int | str | torch.device | None, *, what: str = "device") -> int:

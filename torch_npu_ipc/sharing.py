@@ -11,7 +11,6 @@ other transport (sockets, ZMQ, Ray).
 from __future__ import annotations
 
 import atexit
-import functools
 import math
 import os
 import struct
@@ -25,8 +24,8 @@ from typing import Any
 
 import torch
 
-from torch_npu_ipc import _C
-from torch_npu_ipc._device import PATCH_LOCK, npu_index, stream_triple
+from torch_npu_ipc import _C, _patch
+from torch_npu_ipc._device import npu_index, stream_triple
 from torch_npu_ipc._env import setting
 
 MAGIC = b"TNPUIPC\x00"
@@ -169,13 +168,8 @@ def _hook_record_stream() -> None:
     global _record_stream_hooked
     if _record_stream_hooked:  # every send and receive comes here
         return
-    with PATCH_LOCK:
-        original = torch.Tensor.record_stream
-        if getattr(original, "_torch_npu_ipc_shared", False):
-            _record_stream_hooked = True
-            return
 
-        @functools.wraps(original)
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def record_stream(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if len(args) + len(kwargs) == 1 and self.device.type == "npu":
                 stream = args[0] if args else kwargs.get("s")
@@ -186,10 +180,10 @@ def _hook_record_stream() -> None:
                         return None
             return original(self, *args, **kwargs)
 
-        record_stream._torch_npu_ipc_shared = True  # type: ignore[attr-defined]
-        record_stream._torch_npu_ipc_original = original  # type: ignore[attr-defined]
-        torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
-        _record_stream_hooked = True
+        return record_stream
+
+    _patch.wrap(torch.Tensor, "record_stream", "_torch_npu_ipc_shared", make)
+    _record_stream_hooked = True
 
 
 _stats_reset_hooked = False  # set once the reset is wrapped (or needs no wrapper)
@@ -208,23 +202,21 @@ def _hook_stats_reset() -> None:
     global _stats_reset_hooked
     if _stats_reset_hooked:
         return
-    with PATCH_LOCK:
-        if _stats_reset_hooked:
-            return
-        import torch_npu
+    import torch_npu
 
-        original = getattr(torch_npu._C, "_npu_resetAccumulatedMemoryStats", None)
-        if original is not None and not _C._export_keys_tracked():
+    if hasattr(torch_npu._C, "_npu_resetAccumulatedMemoryStats") and not _C._export_keys_tracked():
 
-            @functools.wraps(original)
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def reset(*args: Any, **kwargs: Any) -> Any:
                 try:
                     return original(*args, **kwargs)
                 finally:
                     _C._export_keys_forget()
 
-            torch_npu._C._npu_resetAccumulatedMemoryStats = reset
-        _stats_reset_hooked = True
+            return reset
+
+        _patch.wrap(torch_npu._C, "_npu_resetAccumulatedMemoryStats", "_torch_npu_ipc_keys_forget", make)
+    _stats_reset_hooked = True
 
 
 def export_tensor(tensor: torch.Tensor) -> bytes:

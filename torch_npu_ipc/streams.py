@@ -19,7 +19,6 @@ See docs/external_stream.md.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import operator
 import os
@@ -33,8 +32,8 @@ from typing import Any
 import torch
 import torch_npu
 
-from torch_npu_ipc import _C
-from torch_npu_ipc._device import PATCH_LOCK, npu_index, per_stream_queue_on, stream_triple
+from torch_npu_ipc import _C, _patch
+from torch_npu_ipc._device import npu_index, per_stream_queue_on, stream_triple
 
 __all__ = ["ExternalStream"]
 
@@ -413,7 +412,7 @@ def after_wait(ext: _Ext) -> None:
 
 def record_event_on(event: torch_npu.npu.Event, ext: _Ext) -> None:
     """Record a (non-interprocess) torch_npu event on an external stream."""
-    base_record = torch_npu.npu.Event.record
+    base_record = _patch.unwrapped(torch_npu.npu.Event, "record")
     if event.npu_event != 0 and event.device != torch.device("npu", ext.device):
         raise ValueError(f"the event belongs to {event.device} and cannot be recorded on a stream of npu:{ext.device}")
     if not ext.native:
@@ -432,7 +431,7 @@ def record_event_on(event: torch_npu.npu.Event, ext: _Ext) -> None:
 def wait_event_on(event: torch_npu.npu.Event, ext: _Ext) -> None:
     """Make an external stream wait for a (non-interprocess) torch_npu event."""
     if not ext.native:
-        torch_npu.npu.Event.wait(event, _stream_obj(ext.triple))
+        _patch.unwrapped(torch_npu.npu.Event, "wait")(event, _stream_obj(ext.triple))
         after_wait(ext)
         return
     ptr = event.npu_event
@@ -446,15 +445,12 @@ def wait_event_on(event: torch_npu.npu.Event, ext: _Ext) -> None:
 
 # ---------------------------------------------------------------- guards
 _GUARDS_INSTALLED = False
+_GUARD = "_torch_npu_ipc_guard"
 
 
-def _guard_record_stream() -> None:
-    """Wrap torch.Tensor.record_stream to refuse ExternalStreams (the caller holds PATCH_LOCK)."""
-    tensor_record_stream = torch.Tensor.record_stream
-    if getattr(tensor_record_stream, "_torch_npu_ipc_guard", False):
-        return
+def _guarded_record_stream(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.Tensor.record_stream`` refusing ExternalStreams."""
 
-    @functools.wraps(tensor_record_stream)
     def record_stream(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         # The original takes one argument, `s`; any other call goes to it
         # unchanged, to fail exactly as it does.
@@ -462,40 +458,62 @@ def _guard_record_stream() -> None:
             stream = args[0] if args else kwargs.get("s")
             if external_of(stream) is not None:
                 raise RuntimeError(_RECORD_STREAM_MSG)
-        return tensor_record_stream(self, *args, **kwargs)
+        return original(self, *args, **kwargs)
 
-    record_stream._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
-    record_stream._torch_npu_ipc_original = tensor_record_stream  # type: ignore[attr-defined]
-    torch.Tensor.record_stream = record_stream  # type: ignore[method-assign]
+    return record_stream
 
 
-def _guard_event_method(name: str, route: Callable[[torch_npu.npu.Event, _Ext], None]) -> None:
-    """Wrap ``torch_npu.npu.Event.<name>`` (record or wait) to take ExternalStreams (the caller holds PATCH_LOCK).
+def _guarded_event_method(route: Callable[[torch_npu.npu.Event, _Ext], None]) -> Callable[..., Callable[..., Any]]:
+    """``torch_npu.npu.Event.record`` or ``.wait`` taking ExternalStreams.
 
     torch_npu refuses both on its native external streams, and on the proxy
     path would use the proxy alone, unordered with the owner's work; ``route``
     does what ``ext.record_event(e)`` / ``ext.wait_event(e)`` do. Without a
     stream argument the current stream counts, as in the original.
     """
-    original = getattr(torch_npu.npu.Event, name)
-    if getattr(original, "_torch_npu_ipc_guard", False):
-        return
 
-    @functools.wraps(original)
-    def method(self: torch_npu.npu.Event, *args: Any, **kwargs: Any) -> Any:
-        # The original takes one optional argument, `stream`; any other call goes to it unchanged.
-        if len(args) + len(kwargs) <= 1 and set(kwargs) <= {"stream"}:
-            stream = args[0] if args else kwargs.get("stream")
-            if stream is None and _NATIVE_IDS:  # the current stream may be a native external one
-                stream = torch.npu.current_stream()
-            ext = external_of(stream) if stream is not None else None
-            if ext is not None:
-                return route(self, ext)
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def method(self: torch_npu.npu.Event, *args: Any, **kwargs: Any) -> Any:
+            # The original takes one optional argument, `stream`; any other call goes to it unchanged.
+            if len(args) + len(kwargs) <= 1 and set(kwargs) <= {"stream"}:
+                stream = args[0] if args else kwargs.get("stream")
+                if stream is None and _NATIVE_IDS:  # the current stream may be a native external one
+                    stream = torch.npu.current_stream()
+                ext = external_of(stream) if stream is not None else None
+                if ext is not None:
+                    return route(self, ext)
+            return original(self, *args, **kwargs)
+
+        return method
+
+    return make
+
+
+def _guarded_capture_begin(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``NPUGraph.capture_begin`` refusing a native external current stream."""
+
+    def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _NATIVE_IDS and external_of(torch.npu.current_stream()) is not None:
+            raise RuntimeError(_CAPTURE_MSG)
         return original(self, *args, **kwargs)
 
-    method._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
-    method._torch_npu_ipc_original = original  # type: ignore[attr-defined]
-    setattr(torch_npu.npu.Event, name, method)
+    return capture_begin
+
+
+def _guarded_graph_init(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.npu.graph.__init__`` refusing an ExternalStream as its ``stream``."""
+    signature = inspect.signature(original)
+
+    def graph_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            stream = signature.bind(self, *args, **kwargs).arguments.get("stream")
+        except TypeError:
+            stream = None  # the original raises its own TypeError below
+        if external_of(stream) is not None:
+            raise RuntimeError(_CAPTURE_MSG)
+        original(self, *args, **kwargs)
+
+    return graph_init
 
 
 def _install_guards() -> None:
@@ -515,42 +533,10 @@ def _install_guards() -> None:
     global _GUARDS_INSTALLED
     if _GUARDS_INSTALLED:
         return
-
-    with PATCH_LOCK:
-        _guard_record_stream()
-        _guard_event_method("record", record_event_on)
-        _guard_event_method("wait", wait_event_on)
-
     graphs = torch_npu.npu.graphs
-    capture_begin = graphs.NPUGraph.capture_begin
-    if not getattr(capture_begin, "_torch_npu_ipc_guard", False):
-
-        @functools.wraps(capture_begin)
-        def guarded_capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if _NATIVE_IDS and external_of(torch.npu.current_stream()) is not None:
-                raise RuntimeError(_CAPTURE_MSG)
-            return capture_begin(self, *args, **kwargs)
-
-        guarded_capture_begin._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
-        guarded_capture_begin._torch_npu_ipc_original = capture_begin  # type: ignore[attr-defined]
-        graphs.NPUGraph.capture_begin = guarded_capture_begin
-
-    graph_init = graphs.graph.__init__
-    if not getattr(graph_init, "_torch_npu_ipc_guard", False):
-        signature = inspect.signature(graph_init)
-
-        @functools.wraps(graph_init)
-        def guarded_graph_init(self: Any, *args: Any, **kwargs: Any) -> None:
-            try:
-                stream = signature.bind(self, *args, **kwargs).arguments.get("stream")
-            except TypeError:
-                stream = None  # the original raises its own TypeError below
-            if external_of(stream) is not None:
-                raise RuntimeError(_CAPTURE_MSG)
-            graph_init(self, *args, **kwargs)
-
-        guarded_graph_init._torch_npu_ipc_guard = True  # type: ignore[attr-defined]
-        guarded_graph_init._torch_npu_ipc_original = graph_init  # type: ignore[attr-defined]
-        graphs.graph.__init__ = guarded_graph_init
-
+    _patch.wrap(torch.Tensor, "record_stream", _GUARD, _guarded_record_stream)
+    _patch.wrap(torch_npu.npu.Event, "record", _GUARD, _guarded_event_method(record_event_on))
+    _patch.wrap(torch_npu.npu.Event, "wait", _GUARD, _guarded_event_method(wait_event_on))
+    _patch.wrap(graphs.NPUGraph, "capture_begin", _GUARD, _guarded_capture_begin)
+    _patch.wrap(graphs.graph, "__init__", _GUARD, _guarded_graph_init)
     _GUARDS_INSTALLED = True
