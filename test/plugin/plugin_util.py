@@ -155,13 +155,10 @@ def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
 
 
-HOST_SYNC_COUNTERS = ("aclrtSynchronizeStream", "aclrtSynchronizeEvent", "aclrtSynchronizeDevice")
-
-
 def assert_stream_wait_only(d: dict[str, int], what: str) -> None:
     """Assert that a counter delta shows a stream wait and no host synchronization."""
     assert d.get("aclrtStreamWaitEvent", 0) >= 1, f"{what}: no aclrtStreamWaitEvent: {d}"
-    synced = {k: d[k] for k in HOST_SYNC_COUNTERS if d.get(k)}
+    synced = {k: d[k] for k in HOST_SYNCS if d.get(k)}
     assert not synced, f"{what}: the host synchronized: {d}"
 
 
