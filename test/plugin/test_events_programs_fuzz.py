@@ -24,8 +24,6 @@ the second follows the program it is sent.
 
 from __future__ import annotations
 
-import queue
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +34,7 @@ from helpers import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 from plugin_util import open_native, requires_aclsim, share_native
-from sharing_util import Scenario
+from program_pair import TIMEOUT, Leader, follow, next_message, run_pair
 
 import aclsim
 import torch_npu_ipc  # noqa: F401
@@ -46,7 +44,6 @@ pytestmark = [requires_aclsim, pytest.mark.devices(2)]
 
 N = 256
 WORK = 0.0005  # device time before a turn's add, per unit of Turn.work
-TOKEN_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -91,19 +88,13 @@ class Actor:
 
     def receive(self, pid: int, device: int) -> Event:
         """The event of the other process's turn of program ``pid``, opened for a turn on ``device``."""
-        while True:
-            msg = self.inbox.get(timeout=TOKEN_TIMEOUT)
-            if msg[1] != pid:
-                continue  # left over from a program that failed
-            if msg[0] in ("error", "abort"):
-                raise AssertionError(f"the other process gave up program {pid}:\n{msg[2]}")
-            _, _, channel, payload = msg
-            if channel == "handle":
-                return Event.from_ipc_handle(torch.device("npu", device), payload)
-            if channel == "reduce":
-                fn, args = payload
-                return fn(*args)
-            return payload
+        _, _, channel, payload = next_message(self.inbox, pid)
+        if channel == "handle":
+            return Event.from_ipc_handle(torch.device("npu", device), payload)
+        if channel == "reduce":
+            fn, args = payload
+            return fn(*args)
+        return payload
 
     def send(self, pid: int, channel: str, event: Event) -> None:
         if channel == "handle":
@@ -164,78 +155,37 @@ class Actor:
         return (self.t.cpu() - torch.arange(N, dtype=torch.float32)).unique().tolist()
 
 
-def get_for(q: Any, pid: int) -> tuple[Any, ...]:
-    """The next message of ``q`` about program ``pid`` (those of an earlier, failed program are dropped)."""
-    while (msg := q.get(timeout=TOKEN_TIMEOUT))[1] != pid:
-        pass
-    return msg
-
-
 def _first(inbox: Any, peer: Any, back: Any) -> None:
     """npu:0's T, shared with the second process; generates the programs and plays its turns."""
     t = torch.arange(N, dtype=torch.float32, device="npu:0")
     peer.put(share_native(t))
     actor = Actor(0, t, inbox, peer)
-    programs_run = [0]
+    leader = Leader(peer, back)
 
     @fuzz_settings(60)
     @given(programs)
     def play(program: list[Turn]) -> None:
-        programs_run[0] += 1
-        pid = programs_run[0]
         actor.sync()
         t.copy_(torch.arange(N, dtype=torch.float32, device="npu:0"))
         actor.sync()
-        peer.put(("program", pid, program))
-        try:
-            assert get_for(back, pid)[0] == "ready"
-            final = actor.run(pid, program)
-            report = get_for(back, pid)
-        except BaseException:
-            peer.put(("abort", pid, traceback.format_exc()))
-            raise
-        assert report[0] == "done", f"the second process failed {program}:\n{report[2]}"
-        if final is None:
-            final = report[2]
+        mine, theirs = leader.play(program, actor.run)
+        final = theirs if mine is None else mine
         want = [float(sum(turn.add for turn in program))]
         assert final == want, f"{program}: T holds {final} above its start values at the end, expected {want}"
 
     try:
         play()
     finally:
-        peer.put(None)
+        leader.stop()
 
 
 def _second(inbox: Any, peer: Any, back: Any) -> None:
-    """Plays its turns of every program it is sent, until None."""
-    t = open_native(inbox.get(timeout=TOKEN_TIMEOUT))
+    """Plays its turns of every program it is sent, until stopped."""
+    t = open_native(inbox.get(timeout=TIMEOUT))
     actor = Actor(1, t, inbox, peer)
-    while True:
-        try:
-            msg = inbox.get(timeout=600)
-        except queue.Empty:
-            raise AssertionError("no program for 600 s") from None
-        if msg is None:
-            return
-        if msg[0] != "program":
-            continue  # a token or an abort of a program that failed
-        _, pid, program = msg
-        actor.sync()  # leftovers of a failed program run out before this one starts
-        back.put(("ready", pid))
-        try:
-            final = actor.run(pid, program)
-        except BaseException:
-            tb = traceback.format_exc()
-            peer.put(("error", pid, tb))  # wakes the first process if it waits for a turn
-            back.put(("error", pid, tb))
-            continue
-        back.put(("done", pid, final))
+    follow(inbox, peer, back, actor.run, prepare=actor.sync)  # a failed program's work runs out first
 
 
 def test_generated_event_programs_match_the_sequence() -> None:
     """60 programs of up to 12 turns between two processes, ordered by interprocess events only."""
-    s = Scenario()
-    to_first, to_second, back = s.queue(), s.queue(), s.queue()
-    s.start("second", _second, to_second, to_first, back)
-    s.start("first", _first, to_first, to_second, back)
-    s.finish(timeout=600)
+    run_pair(_first, _second, timeout=600)
