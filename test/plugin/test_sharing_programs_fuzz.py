@@ -11,8 +11,9 @@ they make, write, send to each other and drop:
 - **send**: the holder sends it to the other process, through a
   ``torch.multiprocessing`` queue or as ``export_tensor`` bytes, right after
   the writes (no host synchronize), keeping its own reference or dropping
-  it; bytes are imported on the tensor's device or on the other one
-  (mapped with peer access); the other process becomes the holder. Tensors go back to their maker
+  it; the tensor or a view of its second half; bytes are imported on the
+  tensor's device or on the other one (mapped with peer access); the other
+  process becomes the holder (of that view). Tensors go back to their maker
   too, and again and again;
 - **drop**: either process drops its reference (the holder's drop ends the
   tensor);
@@ -86,6 +87,8 @@ class Action:
     keep: bool = False
     recv_stream: int = 0
     recv_device: int = 0
+    offset: int = 0  # where the holder's view of the tensor starts
+    new_offset: int = 0  # where the view sent starts (the second half of the holder's, or all of it)
 
 
 raws = st.lists(st.builds(Raw, st.sampled_from(KINDS), *[st.integers(0, 11)] * 5), min_size=4, max_size=20)
@@ -93,28 +96,30 @@ raws = st.lists(st.builds(Raw, st.sampled_from(KINDS), *[st.integers(0, 11)] * 5
 
 def plan(steps: list[Raw]) -> list[Action]:
     """The actions of ``steps``: each picks among the tensors alive then, and acts through their holder."""
-    live: dict[int, list[int]] = {}  # tensor -> [holder, device]
+    live: dict[int, list[int]] = {}  # tensor -> [holder, device, the holder's view's offset, size]
     out: list[Action] = []
     made = 0
     for r in steps:
         if r.kind == "make" or (not live and r.kind in ("write", "send", "drop")):
-            live[made] = [r.a % 2, r.b % 2]
+            live[made] = [r.a % 2, r.b % 2, 0, SIZES[r.e % 3]]
             out.append(Action(r.a % 2, "make", made, r.b % 2, r.c % 3, r.d % 3, SIZES[r.e % 3]))
             made += 1
         elif r.kind in ("churn", "collect"):
             out.append(Action(r.a % 2, r.kind, device=r.b % 2))
         else:
             obj = sorted(live)[r.a % len(live)]
-            holder, device = live[obj]
+            holder, device, offset, size = live[obj]
             if r.kind == "write":
-                out.append(Action(holder, "write", obj, device, r.b % 3, r.c % 3, add=r.d % 11 - 5, read=r.e % 2 == 1))
+                out.append(Action(holder, "write", obj, device, r.b % 3, r.c % 3, add=r.d % 11 - 5, read=r.e % 2 == 1,
+                                  offset=offset))  # fmt: skip
             elif r.kind == "send":
                 channel = ("queue", "bytes")[r.c % 2]
                 # Bytes may be imported on the other device (mapped with peer access); a queue keeps the device.
                 to = 1 - device if channel == "bytes" and r.e // 3 % 2 == 1 else device
+                sent = offset + (size - offset) // 2 if r.c // 2 % 2 == 1 else offset  # a view of the second half
                 out.append(Action(holder, "send", obj, device, r.b % 3, channel=channel, keep=r.d % 2 == 1,
-                                  recv_stream=r.e % 3, recv_device=to))  # fmt: skip
-                live[obj] = [1 - holder, to]
+                                  recv_stream=r.e % 3, recv_device=to, offset=offset, new_offset=sent))  # fmt: skip
+                live[obj] = [1 - holder, to, sent, size]
             else:  # drop
                 out.append(Action(r.b % 2, "drop", obj))
                 if r.b % 2 == holder:
@@ -137,6 +142,7 @@ class Actor:
         self.refs: dict[int, torch.Tensor] = {}
         self.first: dict[int, int] = {}  # stream of the allocation or the receive
         self.last: dict[int, int] = {}  # stream of the last use, while this process holds the tensor
+        self.offset: dict[int, int] = {}  # where this process's view of the tensor starts
 
     def sync(self) -> None:
         for d in range(2):
@@ -158,7 +164,8 @@ class Actor:
             msg = next_message(self.inbox, pid)  # a queued tensor is rebuilt here, on the default streams
             if msg[0] == "turn":
                 return
-            _, _, obj, channel, payload, recv_stream, device = msg
+            _, _, obj, channel, payload, recv_stream, device, offset = msg
+            self.offset[obj] = offset
             if channel == "bytes":
                 with torch.npu.stream(self.streams[device][recv_stream]):
                     payload = torch_npu_ipc.import_tensor(payload, device)
@@ -194,26 +201,28 @@ class Actor:
                             aclsim.sleep(s.npu_stream, WORK * act.work)
                         t.add_(values)
                     self.refs[act.obj], self.first[act.obj], self.last[act.obj] = t, act.stream, act.stream
+                    self.offset[act.obj] = 0
             elif act.kind == "write":
                 if mine:
                     s = self.use_on(act.obj, act.device, act.stream)
                     with torch.npu.stream(s):
                         if act.read:
                             got = self.refs[act.obj].cpu()
-                            assert torch.equal(got, model[act.obj]), f"{what}: read {got[:4]}"
+                            assert torch.equal(got, model[act.obj][act.offset :]), f"{what}: read {got[:4]}"
                         if act.work:
                             aclsim.sleep(s.npu_stream, WORK * act.work)
                         self.refs[act.obj].add_(act.add)
-                model[act.obj] += act.add
+                model[act.obj][act.offset :] += act.add
             elif act.kind == "send":
                 holder[act.obj] = 1 - act.actor
                 if mine:
                     # A queue pickles in its feeder thread, on the default stream: order the writes onto it.
                     s = self.use_on(act.obj, act.device, act.stream if act.channel == "bytes" else 0)
-                    t = self.refs[act.obj]
+                    t = self.refs[act.obj][act.new_offset - act.offset :]
                     with torch.npu.stream(s):
                         payload = t if act.channel == "queue" else torch_npu_ipc.export_tensor(t)
-                    self.peer.put(("data", pid, act.obj, act.channel, payload, act.recv_stream, act.recv_device))
+                    self.peer.put(("data", pid, act.obj, act.channel, payload, act.recv_stream, act.recv_device,
+                                   act.new_offset))  # fmt: skip
                     del t, payload
                     if not act.keep:
                         self.drop(act.obj)
@@ -236,12 +245,14 @@ class Actor:
                 device = self.refs[obj].device.index
                 with torch.npu.stream(self.use_on(obj, device, self.last[obj])):
                     got = self.refs[obj].cpu()
-                assert torch.equal(got, model[obj]), f"end of {actions}: tensor {obj} holds {got[:4]}"
+                want = model[obj][self.offset[obj] :]
+                assert torch.equal(got, want), f"end of {actions}: tensor {obj} holds {got[:4]}"
 
     def drop(self, obj: int) -> None:
         self.refs.pop(obj, None)
         self.first.pop(obj, None)
         self.last.pop(obj, None)
+        self.offset.pop(obj, None)
 
     def settle(self) -> dict[str, Any]:
         """Collect until nothing this process sent is held and its limbo list is empty (or 30 s passed)."""
