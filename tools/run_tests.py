@@ -108,9 +108,10 @@ def run_parts(jobs: int, pytest_args: list[str]) -> int:
     for k, (out, status) in enumerate(zip(outputs, statuses, strict=True), start=1):
         found = summary_of(out)
         unknown |= found is None
-        counts = ", ".join(f"{n} {w}" for w, n in (found or {}).items()) or "no tests ran"
         if found is None:
             counts = "no summary line"
+        else:
+            counts = ", ".join(f"{n} {w}" for w, n in found.items()) or "no tests ran"
         print(f"part {k}/{jobs}: exit {status}: {counts}")
         for word, n in (found or {}).items():
             key = PLURAL.get(word, word)

@@ -140,6 +140,17 @@ def recv(q: Any, procs: Iterable[BaseProcess] = (), timeout: float = TIMEOUT) ->
         assert time.monotonic() < deadline, f"nothing received within {timeout}s"
 
 
+def streams_per_device(devices: int = 2) -> list[list[torch.npu.Stream]]:
+    """Per device: its default stream and two pool streams (the streams the generated programs pick from)."""
+    return [[torch.npu.default_stream(d), torch.npu.Stream(d), torch.npu.Stream(d)] for d in range(devices)]
+
+
+def synchronize_devices(devices: int = 2) -> None:
+    """Wait until every stream of the first ``devices`` NPUs ran out."""
+    for d in range(devices):
+        torch.npu.synchronize(d)
+
+
 # The simulator's counters of calls that block the host on the device.
 HOST_SYNCS = ("aclrtSynchronizeStream", "aclrtSynchronizeEvent", "aclrtSynchronizeDevice")
 

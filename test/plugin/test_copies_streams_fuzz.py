@@ -29,7 +29,7 @@ import torch_npu  # noqa: F401
 from helpers import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from plugin_util import host_syncs
+from plugin_util import host_syncs, streams_per_device
 
 import aclsim
 import torch_npu_ipc  # noqa: F401
@@ -55,7 +55,7 @@ def streams() -> Iterator[list[list[torch.npu.Stream]]]:
     for d in range(2):
         torch.zeros(1, device=f"npu:{d}")
     copies.enable()
-    yield [[torch.npu.default_stream(d), torch.npu.Stream(d), torch.npu.Stream(d)] for d in range(2)]
+    yield streams_per_device()
     for d in range(2):
         torch.npu.set_stream(torch.npu.default_stream(d))
         torch.npu.synchronize(d)

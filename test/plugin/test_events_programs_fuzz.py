@@ -33,7 +33,7 @@ import torch_npu  # noqa: F401
 from helpers import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from plugin_util import open_native, requires_aclsim, share_native
+from plugin_util import open_native, requires_aclsim, share_native, streams_per_device, synchronize_devices
 from program_pair import TIMEOUT, Leader, follow, next_message, run_pair
 
 import aclsim
@@ -80,11 +80,7 @@ class Actor:
     def __init__(self, me: int, t: torch.Tensor, inbox: Any, peer: Any) -> None:
         self.me, self.t, self.inbox, self.peer = me, t, inbox, peer
         self.local = torch.zeros(N, device="npu:1")  # T's stand-in for turns on npu:1 (and npu:1 initialized)
-        self.streams = [[torch.npu.default_stream(d), torch.npu.Stream(d), torch.npu.Stream(d)] for d in range(2)]
-
-    def sync(self) -> None:
-        for d in range(2):
-            torch.npu.synchronize(d)
+        self.streams = streams_per_device()
 
     def receive(self, pid: int, device: int) -> Event:
         """The event of the other process's turn of program ``pid``, opened for a turn on ``device``."""
@@ -165,9 +161,9 @@ def _first(inbox: Any, peer: Any, back: Any) -> None:
     @fuzz_settings(60)
     @given(programs)
     def play(program: list[Turn]) -> None:
-        actor.sync()
+        synchronize_devices()
         t.copy_(torch.arange(N, dtype=torch.float32, device="npu:0"))
-        actor.sync()
+        synchronize_devices()
         mine, theirs = leader.play(program, actor.run)
         final = theirs if mine is None else mine
         want = [float(sum(turn.add for turn in program))]
@@ -183,7 +179,7 @@ def _second(inbox: Any, peer: Any, back: Any) -> None:
     """Plays its turns of every program it is sent, until stopped."""
     t = open_native(inbox.get(timeout=TIMEOUT))
     actor = Actor(1, t, inbox, peer)
-    follow(inbox, peer, back, actor.run, prepare=actor.sync)  # a failed program's work runs out first
+    follow(inbox, peer, back, actor.run, prepare=synchronize_devices)  # a failed program's work runs out first
 
 
 def test_generated_event_programs_match_the_sequence() -> None:

@@ -45,7 +45,7 @@ import torch_npu  # noqa: F401
 from helpers import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from plugin_util import requires_aclsim
+from plugin_util import requires_aclsim, streams_per_device, synchronize_devices
 from program_pair import Leader, follow, next_message, run_pair
 
 import aclsim
@@ -138,15 +138,11 @@ class Actor:
         self.me, self.inbox, self.peer = me, inbox, peer
         for d in range(2):
             torch.zeros(1, device=f"npu:{d}")
-        self.streams = [[torch.npu.default_stream(d), torch.npu.Stream(d), torch.npu.Stream(d)] for d in range(2)]
+        self.streams = streams_per_device()
         self.refs: dict[int, torch.Tensor] = {}
         self.first: dict[int, int] = {}  # stream of the allocation or the receive
         self.last: dict[int, int] = {}  # stream of the last use, while this process holds the tensor
         self.offset: dict[int, int] = {}  # where this process's view of the tensor starts
-
-    def sync(self) -> None:
-        for d in range(2):
-            torch.npu.synchronize(d)
 
     def use_on(self, obj: int, device: int, k: int) -> torch.npu.Stream:
         """Order a use of ``obj`` on stream ``k`` after its last use, as a correct program does."""
@@ -273,7 +269,7 @@ def _first(inbox: Any, peer: Any, back: Any) -> None:
     @fuzz_settings(150)
     @given(raws)
     def play(steps: list[Raw]) -> None:
-        actor.sync()
+        synchronize_devices()
         leader.play(plan(steps), actor.run)
 
     try:
@@ -288,7 +284,7 @@ def _first(inbox: Any, peer: Any, back: Any) -> None:
 def _second(inbox: Any, peer: Any, back: Any) -> None:
     """Plays its actions of every program it is sent, until stopped; then settles."""
     actor = Actor(1, inbox, peer)
-    follow(inbox, peer, back, actor.run, prepare=actor.sync, at_stop=actor.settle)
+    follow(inbox, peer, back, actor.run, prepare=synchronize_devices, at_stop=actor.settle)
 
 
 def test_generated_sharing_programs_keep_every_value() -> None:
