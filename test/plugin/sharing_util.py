@@ -19,6 +19,8 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+import torch_npu_ipc
+
 TIMEOUT = 120.0
 CTX = mp.get_context("spawn")
 
@@ -132,3 +134,18 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (FileNotFoundError, ProcessLookupError):
         return False
+
+
+def settle(timeout: float = 60.0) -> dict[str, Any]:
+    """Collect until nothing this process sent is held and its limbo list is empty (or ``timeout`` passed).
+
+    Returns:
+        The final ``sharing_stats()``: the caller asserts on them, so a timeout shows what was left.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        torch_npu_ipc.ipc_collect()
+        st = torch_npu_ipc.sharing_stats()
+        if (st["live_slots"] == 0 and st["limbo_blocks"] == 0) or time.monotonic() > deadline:
+            return st
+        time.sleep(0.05)

@@ -35,7 +35,6 @@ ten times as many); the second follows the actions it is sent.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +46,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from plugin_util import requires_aclsim, streams_per_device, synchronize_devices
 from program_pair import Leader, follow, next_message, run_pair
+from sharing_util import settle
 
 import aclsim
 import torch_npu_ipc
@@ -250,16 +250,6 @@ class Actor:
         self.last.pop(obj, None)
         self.offset.pop(obj, None)
 
-    def settle(self) -> dict[str, Any]:
-        """Collect until nothing this process sent is held and its limbo list is empty (or 30 s passed)."""
-        deadline = time.monotonic() + 30
-        while True:
-            torch_npu_ipc.ipc_collect()
-            st = torch_npu_ipc.sharing_stats()
-            if (st["live_slots"] == 0 and st["limbo_blocks"] == 0) or time.monotonic() > deadline:
-                return st
-            time.sleep(0.05)
-
 
 def _first(inbox: Any, peer: Any, back: Any) -> None:
     """Generates the programs and plays its actions; at the end, both settle."""
@@ -276,7 +266,7 @@ def _first(inbox: Any, peer: Any, back: Any) -> None:
         play()
     finally:
         other = leader.stop()
-    mine = actor.settle()
+    mine = settle(30)
     for who, stats in (("first", mine), ("second", other)):
         assert stats["live_slots"] == 0 and stats["limbo_blocks"] == 0, f"{who} process after the last program: {stats}"
 
@@ -284,7 +274,7 @@ def _first(inbox: Any, peer: Any, back: Any) -> None:
 def _second(inbox: Any, peer: Any, back: Any) -> None:
     """Plays its actions of every program it is sent, until stopped; then settles."""
     actor = Actor(1, inbox, peer)
-    follow(inbox, peer, back, actor.run, prepare=synchronize_devices, at_stop=actor.settle)
+    follow(inbox, peer, back, actor.run, prepare=synchronize_devices, at_stop=lambda: settle(30))
 
 
 def test_generated_sharing_programs_keep_every_value() -> None:
