@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
@@ -133,3 +134,21 @@ def on_device_thread(set_device: Callable[[int], int], device: int, fn: Callable
     if "e" in out:
         raise out["e"]
     return out["v"]
+
+
+def run_threads(targets: Sequence[Callable[[], None]]) -> None:
+    """Run each target in a thread of its own and join them all; fail with every thread's traceback."""
+    failures: list[str] = []
+
+    def guarded(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException:
+            failures.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=guarded, args=(fn,)) for fn in targets]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not failures, "\n".join(failures)

@@ -33,17 +33,16 @@ runs ten times as many.
 
 from __future__ import annotations
 
+import functools
 import queue
 import random
 import threading
 import time
-import traceback
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
-from helpers import soak
+from helpers import run_threads, soak
 from plugin_util import synchronize_devices
 from sharing_util import Scenario, get, settle
 
@@ -68,24 +67,6 @@ def work(rng: random.Random) -> float:
 def values(tag: int, size: int) -> torch.Tensor:
     """The values of tensor ``tag``: distinct per element and per tensor, exact in float32."""
     return (torch.arange(size, dtype=torch.float32) % 2048) + float(tag * 2048)
-
-
-def run_threads(targets: list[Callable[[], None]]) -> None:
-    """Run each target in a thread and join them; re-raises the first thread's failure."""
-    failures: list[str] = []
-
-    def guarded(fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except BaseException:
-            failures.append(traceback.format_exc())
-
-    threads = [threading.Thread(target=guarded, args=(fn,)) for fn in targets]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not failures, "\n".join(failures)
 
 
 # ------------------------------------------------------------------------------------ producer
@@ -128,6 +109,14 @@ def _sender(k: int, steps: int, out: Any, common: torch.Tensor) -> None:
     kept.clear()
 
 
+def _senders(steps: int, out: Any, common: torch.Tensor, stop: threading.Event) -> None:
+    """Every sender's steps, in threads of their own; then stops the collector."""
+    try:
+        run_threads([functools.partial(_sender, k, steps, out, common) for k in range(SENDERS)])
+    finally:
+        stop.set()
+
+
 def _collector(stop: threading.Event) -> None:
     while not stop.is_set():
         torch_npu_ipc.ipc_collect()
@@ -141,13 +130,9 @@ def _producer(out: Any, back: Any, steps: int) -> None:
     common.add_(values(0, COMMON).to(common.device))
     torch.npu.synchronize(0)
     stop = threading.Event()
-    collector = threading.Thread(target=_collector, args=(stop,))
-    collector.start()
     try:
-        run_threads([lambda k=k, c=common: _sender(k, steps, out, c) for k in range(SENDERS)])
+        run_threads([functools.partial(_senders, steps, out, common, stop), lambda: _collector(stop)])
     finally:
-        stop.set()
-        collector.join()
         for _ in range(RECEIVERS):
             out.put(("stop",))
     report = get(back)
