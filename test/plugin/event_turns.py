@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 from plugin_util import streams_per_device
-from program_pair import next_message
+from program_group import Inbox, next_message
 
 import aclsim
 from torch_npu_ipc import Event, reductions
@@ -44,7 +44,7 @@ class Turn:
 class Actor:
     """One process's side of the programs: its streams, its events, its copy of ``T``'s handle."""
 
-    def __init__(self, me: int, t: torch.Tensor, inbox: Any, peer: Any) -> None:
+    def __init__(self, me: int, t: torch.Tensor, inbox: Inbox, peer: Any) -> None:
         self.me, self.t, self.inbox, self.peer = me, t, inbox, peer
         self.local = torch.zeros(N, device="npu:1")  # T's stand-in for turns on npu:1 (and npu:1 initialized)
         self.streams = streams_per_device()

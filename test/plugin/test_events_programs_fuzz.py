@@ -34,7 +34,7 @@ from helpers import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 from plugin_util import open_native, requires_aclsim, share_native, synchronize_devices
-from program_pair import TIMEOUT, Leader, follow, run_pair
+from program_group import TIMEOUT, Inbox, Leader, follow, run_group
 
 import torch_npu_ipc  # noqa: F401
 
@@ -54,12 +54,12 @@ turns = st.builds(
 programs = st.lists(turns, min_size=1, max_size=12)
 
 
-def _first(inbox: Any, peer: Any, back: Any) -> None:
+def _first(me: int, inboxes: list[Any], back: Any) -> None:
     """npu:0's T, shared with the second process; generates the programs and plays its turns."""
     t = torch.arange(N, dtype=torch.float32, device="npu:0")
-    peer.put(share_native(t))
-    actor = Actor(0, t, inbox, peer)
-    leader = Leader(peer, back)
+    inboxes[1].put(share_native(t))
+    actor = Actor(me, t, Inbox(inboxes[me]), inboxes[1])
+    leader = Leader(inboxes, back)
 
     @fuzz_settings(60)
     @given(programs)
@@ -67,7 +67,7 @@ def _first(inbox: Any, peer: Any, back: Any) -> None:
         synchronize_devices()
         t.copy_(torch.arange(N, dtype=torch.float32, device="npu:0"))
         synchronize_devices()
-        mine, theirs = leader.play(program, actor.run)
+        mine, (theirs,) = leader.play(program, actor.run)
         final = theirs if mine is None else mine
         want = [float(sum(turn.add for turn in program))]
         assert final == want, f"{program}: T holds {final} above its start values at the end, expected {want}"
@@ -78,13 +78,14 @@ def _first(inbox: Any, peer: Any, back: Any) -> None:
         leader.stop()
 
 
-def _second(inbox: Any, peer: Any, back: Any) -> None:
+def _second(me: int, inboxes: list[Any], back: Any) -> None:
     """Plays its turns of every program it is sent, until stopped."""
-    t = open_native(inbox.get(timeout=TIMEOUT))
-    actor = Actor(1, t, inbox, peer)
-    follow(inbox, peer, back, actor.run, prepare=synchronize_devices)  # a failed program's work runs out first
+    t = open_native(inboxes[me].get(timeout=TIMEOUT))
+    actor = Actor(me, t, Inbox(inboxes[me]), inboxes[0])
+    # prepare: a failed program's work runs out first
+    follow(actor.inbox, me, inboxes, back, actor.run, prepare=synchronize_devices)
 
 
 def test_generated_event_programs_match_the_sequence() -> None:
     """60 programs of up to 12 turns between two processes, ordered by interprocess events only."""
-    run_pair(_first, _second, timeout=600)
+    run_group(_first, _second, processes=2, timeout=600)

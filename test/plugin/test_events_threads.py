@@ -28,6 +28,7 @@ import torch
 from event_turns import Actor, N, Turn
 from helpers import run_threads, soak
 from plugin_util import open_native, requires_aclsim, share_native, synchronize_devices
+from program_group import Inbox
 from sharing_util import Scenario, get
 
 import torch_npu_ipc  # noqa: F401
@@ -58,7 +59,7 @@ def program(pair: int, length: int) -> list[Turn]:
 def _play(me: int, pair: int, t: torch.Tensor, inbox: Any, peer: Any, *, length: int) -> None:
     turns = program(pair, length)
     try:
-        final = Actor(me, t, inbox, peer).run(1, turns)
+        final = Actor(me, t, Inbox(inbox), peer).run(1, turns)
     except BaseException:
         peer.put(("error", 1, traceback.format_exc()))  # wakes the other thread of the pair
         raise

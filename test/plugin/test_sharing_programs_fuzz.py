@@ -1,36 +1,39 @@
-"""Generated programs that pass NPU tensors back and forth between two processes keep every value (issue 4).
+"""Generated programs that pass NPU tensors around three processes keep every value (issue 4).
 
-Each example is a program of actions by two spawned processes over tensors
-they make, write, send to each other and drop:
+Each example is a program of actions by three spawned processes over tensors
+they make, write, send to one another and drop:
 
 - **make**: a tensor of 1, 1,000 or 300,000 elements on npu:0 or npu:1,
   written behind device work on one of three streams;
 - **write**: its holder (the process that may write it: its maker, until it
   sends it) adds to it behind device work on one of three streams, reading
   it first or not;
-- **send**: the holder sends it to the other process, through a
+- **send**: the holder sends it to one of the two other processes, through a
   ``torch.multiprocessing`` queue or as ``export_tensor`` bytes, right after
   the writes (no host synchronize), keeping its own reference or dropping
   it; the tensor or a view of its second half; bytes are imported on the
-  tensor's device or on the other one (mapped with peer access); the other
-  process becomes the holder (of that view). Tensors go back to their maker
-  too, and again and again;
-- **drop**: either process drops its reference (the holder's drop ends the
+  tensor's device or on the other one (mapped with peer access); the
+  receiver becomes the holder (of that view). Tensors go back to their maker,
+  and on to the third process: a process that did not make a tensor
+  forwards it (the descriptor names the maker's block and takes a slot in
+  the maker's table), again and again;
+- **drop**: any process drops its reference (the holder's drop ends the
   tensor);
-- **churn**: a process allocates and frees tensors of every size on a
-  device, filled with -7, which would land in any block freed too early;
+- **churn**: a process collects (``ipc_collect()``), then allocates and
+  frees tensors of every size on each of the three streams of a device,
+  filled with -7, which would land in any block freed too early;
 - **collect**: ``ipc_collect()``.
 
 The programs order their own work as the docs ask of a torch.cuda user:
 ``wait_stream`` onto the stream a send records on (the default stream for a
 queue, whose feeder thread pickles), ``record_stream`` for a use on another
-stream than the tensor's first. Nothing else synchronizes the two processes'
+stream than the tensor's first. Nothing else synchronizes the processes'
 device work: every read and the values each holder checks at the end must
-match the sequential model. After the last program both processes drop
+match the sequential model. After the last program every process drops
 everything, and their reference slots and limbo lists must empty.
 
 The first process generates the programs (``derandomize``; ``--soak`` runs
-ten times as many); the second follows the actions it is sent.
+ten times as many); the others follow the actions they are sent.
 """
 
 from __future__ import annotations
@@ -42,10 +45,10 @@ import pytest
 import torch
 import torch_npu  # noqa: F401
 from helpers import fuzz_settings
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from plugin_util import requires_aclsim, streams_per_device, synchronize_devices
-from program_pair import Leader, follow, next_message, run_pair
+from program_group import Inbox, Leader, follow, next_message, others, run_group
 from sharing_util import settle
 
 import aclsim
@@ -56,6 +59,7 @@ pytestmark = [requires_aclsim, pytest.mark.devices(2)]
 SIZES = (1, 1000, 300_000)  # elements (float32): a small-pool and a large-pool block among them
 WORK = 0.0005  # device time before a write, per unit of work
 KINDS = ("make", "write", "write", "send", "send", "send", "drop", "churn", "collect")
+PROCESSES = 3
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class Raw:
     c: int
     d: int
     e: int
+    f: int
 
 
 @dataclass(frozen=True)
@@ -85,13 +90,14 @@ class Action:
     read: bool = False
     channel: str = "queue"
     keep: bool = False
+    dest: int = 0  # the process a send goes to
     recv_stream: int = 0
     recv_device: int = 0
     offset: int = 0  # where the holder's view of the tensor starts
     new_offset: int = 0  # where the view sent starts (the second half of the holder's, or all of it)
 
 
-raws = st.lists(st.builds(Raw, st.sampled_from(KINDS), *[st.integers(0, 11)] * 5), min_size=4, max_size=20)
+raws = st.lists(st.builds(Raw, st.sampled_from(KINDS), *[st.integers(0, 11)] * 6), min_size=4, max_size=20)
 
 
 def plan(steps: list[Raw]) -> list[Action]:
@@ -101,11 +107,11 @@ def plan(steps: list[Raw]) -> list[Action]:
     made = 0
     for r in steps:
         if r.kind == "make" or (not live and r.kind in ("write", "send", "drop")):
-            live[made] = [r.a % 2, r.b % 2, 0, SIZES[r.e % 3]]
-            out.append(Action(r.a % 2, "make", made, r.b % 2, r.c % 3, r.d % 3, SIZES[r.e % 3]))
+            live[made] = [r.a % PROCESSES, r.b % 2, 0, SIZES[r.e % 3]]
+            out.append(Action(r.a % PROCESSES, "make", made, r.b % 2, r.c % 3, r.d % 3, SIZES[r.e % 3]))
             made += 1
         elif r.kind in ("churn", "collect"):
-            out.append(Action(r.a % 2, r.kind, device=r.b % 2))
+            out.append(Action(r.a % PROCESSES, r.kind, device=r.b % 2))
         else:
             obj = sorted(live)[r.a % len(live)]
             holder, device, offset, size = live[obj]
@@ -117,12 +123,13 @@ def plan(steps: list[Raw]) -> list[Action]:
                 # Bytes may be imported on the other device (mapped with peer access); a queue keeps the device.
                 to = 1 - device if channel == "bytes" and r.e // 3 % 2 == 1 else device
                 sent = offset + (size - offset) // 2 if r.c // 2 % 2 == 1 else offset  # a view of the second half
-                out.append(Action(holder, "send", obj, device, r.b % 3, channel=channel, keep=r.d % 2 == 1,
+                dest = (holder + 1 + r.f % (PROCESSES - 1)) % PROCESSES
+                out.append(Action(holder, "send", obj, device, r.b % 3, channel=channel, keep=r.d % 2 == 1, dest=dest,
                                   recv_stream=r.e % 3, recv_device=to, offset=offset, new_offset=sent))  # fmt: skip
-                live[obj] = [1 - holder, to, sent, size]
+                live[obj] = [dest, to, sent, size]
             else:  # drop
-                out.append(Action(r.b % 2, "drop", obj))
-                if r.b % 2 == holder:
+                out.append(Action(r.b % PROCESSES, "drop", obj))
+                if r.b % PROCESSES == holder:
                     del live[obj]
     return out
 
@@ -134,8 +141,9 @@ def start_values(obj: int, size: int) -> torch.Tensor:
 class Actor:
     """One process's side: its references, the streams of their last use and first use, the model."""
 
-    def __init__(self, me: int, inbox: Any, peer: Any) -> None:
-        self.me, self.inbox, self.peer = me, inbox, peer
+    def __init__(self, me: int, inboxes: list[Any]) -> None:
+        self.me, self.inboxes, self.inbox = me, inboxes, Inbox(inboxes[me])
+        self.received = 0  # tensors received in the current program
         for d in range(2):
             torch.zeros(1, device=f"npu:{d}")
         self.streams = streams_per_device()
@@ -154,12 +162,19 @@ class Actor:
         self.last[obj] = k
         return s
 
-    def take_turn(self, pid: int) -> None:
-        """Receive what the other process sent during its turn, up to the message handing the turn over."""
-        while True:
+    def take_turn(self, pid: int, expected: int) -> None:
+        """Receive up to the message handing the turn over, and until ``expected`` tensors came in this program.
+
+        A tensor sent to this process before its turn may come after that message: the sender's queue
+        writes it from a thread of its own.
+        """
+        turn = False
+        while not turn or self.received < expected:
             msg = next_message(self.inbox, pid)  # a queued tensor is rebuilt here, on the default streams
             if msg[0] == "turn":
-                return
+                turn = True
+                continue
+            self.received += 1
             _, _, obj, channel, payload, recv_stream, device, offset = msg
             self.offset[obj] = offset
             if channel == "bytes":
@@ -181,11 +196,13 @@ class Actor:
     def _play(self, pid: int, actions: list[Action]) -> None:
         model: dict[int, torch.Tensor] = {}
         holder: dict[int, int] = {}
+        self.received = 0
+        expected = 0  # tensors sent to this process by the actions so far
         for n, act in enumerate(actions):
             what = f"action {n} of {actions}"
             mine = act.actor == self.me
             if mine and n > 0 and actions[n - 1].actor != self.me:
-                self.take_turn(pid)
+                self.take_turn(pid, expected)
             if act.kind == "make":
                 model[act.obj], holder[act.obj] = start_values(act.obj, act.size), act.actor
                 if mine:
@@ -210,16 +227,17 @@ class Actor:
                         self.refs[act.obj].add_(act.add)
                 model[act.obj][act.offset :] += act.add
             elif act.kind == "send":
-                holder[act.obj] = 1 - act.actor
+                holder[act.obj] = act.dest
+                expected += act.dest == self.me
                 if mine:
                     # A queue pickles in its feeder thread, on the default stream: order the writes onto it.
                     s = self.use_on(act.obj, act.device, act.stream if act.channel == "bytes" else 0)
                     t = self.refs[act.obj][act.new_offset - act.offset :]
                     with torch.npu.stream(s):
                         payload = t if act.channel == "queue" else torch_npu_ipc.export_tensor(t)
-                    self.peer.put(("data", pid, act.obj, act.channel, payload, act.recv_stream, act.recv_device,
-                                   act.new_offset))  # fmt: skip
-                    del t, payload
+                    msg = ("data", pid, act.obj, act.channel, payload, act.recv_stream, act.recv_device, act.new_offset)
+                    self.inboxes[act.dest].put(msg)
+                    del t, payload, msg
                     if not act.keep:
                         self.drop(act.obj)
             elif act.kind == "drop":
@@ -228,14 +246,20 @@ class Actor:
                 if holder.get(act.obj) == act.actor:
                     del model[act.obj], holder[act.obj]
             elif mine and act.kind == "churn":
-                garbage = [torch.full((size,), -7.0, device=f"npu:{act.device}") for size in SIZES for _ in range(3)]
-                del garbage
+                torch_npu_ipc.ipc_collect()  # blocks whose receivers all let go return to the allocator
+                for s in self.streams[act.device]:  # its blocks are reused per allocation stream
+                    with torch.npu.stream(s):
+                        garbage = [torch.full((size,), -7.0, device=s.device) for size in SIZES for _ in range(3)]
+                    del garbage
             elif mine and act.kind == "collect":
                 torch_npu_ipc.ipc_collect()
-            if mine and (n + 1 == len(actions) or actions[n + 1].actor != self.me):
-                self.peer.put(("turn", pid))  # after the last action too: the other process receives what is left
+            if mine and n + 1 < len(actions) and actions[n + 1].actor != self.me:
+                self.inboxes[actions[n + 1].actor].put(("turn", pid))
+            elif mine and n + 1 == len(actions):
+                for q in others(self.me, self.inboxes):
+                    q.put(("turn", pid))  # after the last action: the others receive what is left
         if actions[-1].actor != self.me:
-            self.take_turn(pid)
+            self.take_turn(pid, expected)
         for obj, who in holder.items():
             if who == self.me:
                 device = self.refs[obj].device.index
@@ -251,13 +275,26 @@ class Actor:
         self.offset.pop(obj, None)
 
 
-def _first(inbox: Any, peer: Any, back: Any) -> None:
-    """Generates the programs and plays its actions; at the end, both settle."""
-    actor = Actor(0, inbox, peer)
-    leader = Leader(peer, back)
+# Made by process 0 and sent as bytes to process 1, which forwards it to process 2, both dropping their
+# references; then process 0 collects and churns, and process 2 reads it. Only the slot the forward took in
+# process 0's table keeps the block from the allocator (a forward whose slot named another block failed here).
+FORWARD_TO_THIRD = [
+    Raw("make", 0, 0, 0, 0, 1, 0),
+    Raw("send", 0, 0, 1, 0, 0, 0),
+    Raw("send", 0, 0, 1, 0, 0, 0),
+    Raw("churn", 0, 0, 0, 0, 0, 0),
+    Raw("write", 0, 0, 0, 5, 1, 0),
+]
+
+
+def _first(me: int, inboxes: list[Any], back: Any) -> None:
+    """Generates the programs and plays its actions; at the end, every process settles."""
+    actor = Actor(me, inboxes)
+    leader = Leader(inboxes, back)
 
     @fuzz_settings(150)
     @given(raws)
+    @example(FORWARD_TO_THIRD)
     def play(steps: list[Raw]) -> None:
         synchronize_devices()
         leader.play(plan(steps), actor.run)
@@ -265,18 +302,17 @@ def _first(inbox: Any, peer: Any, back: Any) -> None:
     try:
         play()
     finally:
-        other = leader.stop()
-    mine = settle(30)
-    for who, stats in (("first", mine), ("second", other)):
-        assert stats["live_slots"] == 0 and stats["limbo_blocks"] == 0, f"{who} process after the last program: {stats}"
+        theirs = leader.stop()
+    for who, stats in enumerate([settle(30), *theirs]):
+        assert stats["live_slots"] == 0 and stats["limbo_blocks"] == 0, f"process {who} after the last program: {stats}"
 
 
-def _second(inbox: Any, peer: Any, back: Any) -> None:
+def _other(me: int, inboxes: list[Any], back: Any) -> None:
     """Plays its actions of every program it is sent, until stopped; then settles."""
-    actor = Actor(1, inbox, peer)
-    follow(inbox, peer, back, actor.run, prepare=synchronize_devices, at_stop=lambda: settle(30))
+    actor = Actor(me, inboxes)
+    follow(actor.inbox, me, inboxes, back, actor.run, prepare=synchronize_devices, at_stop=lambda: settle(30))
 
 
 def test_generated_sharing_programs_keep_every_value() -> None:
-    """150 programs of 4 to 20 steps: make, write, send (both ways, both transports), drop, churn, collect."""
-    run_pair(_first, _second, timeout=900)
+    """150 programs of 4 to 20 steps by three processes: make, write, send (any way), drop, churn, collect."""
+    run_group(_first, _other, processes=PROCESSES, timeout=900)
