@@ -7,6 +7,7 @@ task queue stops running later ops, which would poison the pytest process.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -83,6 +84,38 @@ def test_ops_follow_stream_order() -> None:
         want.add_(1)
         want.mul_(2) if i % 10 == 0 else None
     assert torch.equal(t.cpu(), want)
+
+
+LAUNCH_COST = r"""
+import time
+import torch, torch_npu
+x = torch.zeros(8, device="npu:0")
+torch.npu.synchronize()
+t0 = time.perf_counter()
+for _ in range(10):
+    x.add_(1)
+launched = time.perf_counter() - t0
+torch.npu.synchronize()
+print(launched, time.perf_counter() - t0, x.sum().item())
+"""
+
+
+@pytest.mark.mode_independent
+@pytest.mark.parametrize("mode", ["0", "1"])
+def test_launch_cost_holds_the_launching_thread(mode: str) -> None:
+    """ACLSIM_LAUNCH_COST_US holds the thread that launches: the caller in mode 0, torch_npu's queue thread in 1."""
+    env = {**os.environ, "ACLSIM_LAUNCH_COST_US": "20000", "TASK_QUEUE_ENABLE": mode}
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCH_COST], env=env, check=False, capture_output=True, text=True, timeout=90
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    launched, drained, total = (float(v) for v in proc.stdout.split())
+    assert total == 80.0, f"the launches ran out of order or not at all: sum {total}"
+    assert drained >= 10 * 0.02, f"ten launches of 20 ms each took {drained:.3f} s"
+    if mode == "0":
+        assert launched >= 10 * 0.02, f"the caller launched ten ops in {launched:.3f} s"
+    else:
+        assert launched < drained / 2, f"the caller waited for the queue thread: {launched:.3f} of {drained:.3f} s"
 
 
 UNIMPLEMENTED = r"""

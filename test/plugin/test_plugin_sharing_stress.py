@@ -62,10 +62,19 @@ def _drain(timeout: float = 30.0) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------ loop
+def _open_imports() -> int:
+    c = aclsim.counters()
+    return c["ipc_mem_import"] - c["ipc_mem_close"]
+
+
 def _loop_consumer(q: Any, acks: Any, n: int) -> None:
+    # Each import closes with its last tensor here, so an import left open once everything was released
+    # is a leak. (By default the 64 most recent stay mapped, and how many segments the producer used, each
+    # imported once, varies with timing: a count sampled on the fly went from 5 to 10 in a passing run.)
+    os.environ["TORCH_NPU_IPC_KEPT_IMPORTS"] = "0"
     torch.empty(1, device="npu:0")
     c0 = aclsim.counters()
-    samples = []
+    opens = []
     for i in range(n):
         t = get(q)
         assert t.numel() == SIZES[i % len(SIZES)], (i, t.numel())
@@ -75,14 +84,12 @@ def _loop_consumer(q: Any, acks: Any, n: int) -> None:
         if i % 8 == 7 or i == n - 1:
             acks.put(i)
         if i in (n // 4, n - 1):
-            c = aclsim.counters()
-            samples.append((c["ipc_mem_import"] - c["ipc_mem_close"], c["ipc_event_open"]))
+            opens.append(aclsim.counters()["ipc_event_open"])
     d = delta(c0, aclsim.counters())
-    (imports_q, opens_q), (imports_end, opens_end) = samples
-    # Imports are closed as blocks are dropped; opened events are cached (producers pool them).
-    assert imports_end <= imports_q + 4, f"open imports grew: {samples}"
-    assert opens_end <= opens_q + 8, f"event opens grew: {samples} {d}"
+    # Opened events are cached (producers pool them).
+    assert opens[1] <= opens[0] + 8, f"event opens grew: {opens} {d}"
     assert d["aclrtStreamWaitEvent"] >= n, d
+    _wait_until(lambda: _open_imports() == 0, 30, f"every import to close ({_open_imports()} open)")
 
 
 def _loop_producer(q: Any, acks: Any, n: int) -> None:

@@ -5,6 +5,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "aclsim/runtime.h"
 
@@ -37,6 +38,11 @@ aclnnStatus launch(const char* op, aclOpExecutor* executor, aclrtStream stream) 
   }
   try {
     aclsim::count(Counter::OpLaunch);
+    if (const double host = aclsim::launch_cost_seconds(); host > 0) {
+      // The launching thread (torch_npu's queue thread with its task queue on) is held, so
+      // torch_npu's queue fills when the caller launches faster than that.
+      std::this_thread::sleep_for(std::chrono::duration<double>(host));
+    }
     // std::function needs a copyable callable, so the task shares ownership.
     std::shared_ptr<aclOpExecutor> shared(std::move(owned));
     const auto cost = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -23,6 +23,7 @@ Config load() {
   if (const char* soc = std::getenv("ACLSIM_SOC"); soc != nullptr && *soc != '\0') c.soc = soc;
   c.device_memory = static_cast<size_t>(env_long("ACLSIM_DEVICE_MEMORY_MB", 16384, 64, 1 << 20)) << 20;
   c.op_cost_seconds = static_cast<double>(env_long("ACLSIM_OP_COST_US", 0, 0, 10'000'000)) * 1e-6;
+  c.launch_cost_seconds = static_cast<double>(env_long("ACLSIM_LAUNCH_COST_US", 0, 0, 10'000'000)) * 1e-6;
   c.max_ipc_events = static_cast<int>(env_long("ACLSIM_MAX_IPC_EVENTS", kMaxIpcEvents, 1, kMaxIpcEvents));
   c.max_events = static_cast<int>(env_long("ACLSIM_MAX_EVENTS", kMaxEvents, 1, kMaxEvents));
   c.event_limit_error = static_cast<int>(env_long("ACLSIM_EVENT_LIMIT_ERROR", 207007, 100000, 599999));
@@ -53,5 +54,7 @@ const Config& config() {
 }
 
 double op_cost_seconds() { return config().op_cost_seconds; }
+
+double launch_cost_seconds() { return config().launch_cost_seconds; }
 
 }  // namespace aclsim

@@ -34,6 +34,7 @@ struct Config {
   std::string soc = "Ascend910B1";
   size_t device_memory = size_t{16} << 30;
   double op_cost_seconds = 0.0;
+  double launch_cost_seconds = 0.0;
   bool trace_events = false;
   int max_ipc_events = kMaxIpcEvents;
   int max_events = kMaxEvents;

@@ -88,6 +88,10 @@ ACLSIM_API void spend_device_time(std::chrono::nanoseconds duration);
 // ACLSIM_OP_COST_US; 0 by default).
 ACLSIM_API double op_cost_seconds();
 
+// Host time the caller of every operator launch spends in it (seconds, from
+// ACLSIM_LAUNCH_COST_US; 0 by default), as a launch costs the host on CANN.
+ACLSIM_API double launch_cost_seconds();
+
 // ------------------------------------------------------------------ memory
 // True when [ptr, ptr + bytes) lies inside one live device allocation of
 // this process (own or imported). Operators use it to refuse bad pointers
