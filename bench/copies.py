@@ -152,8 +152,7 @@ def _one(op: Op, x: torch.Tensor, pending: float | None) -> tuple[float, int]:
 
 def _busy(pending: float) -> None:
     """Synchronize both devices, then queue ``pending`` seconds of work on both current streams."""
-    for dev in (0, 1):
-        torch.npu.synchronize(dev)
+    _synchronize()
     for dev in (0, 1):
         aclsim.sleep(torch.npu.current_stream(dev).npu_stream, pending)
 

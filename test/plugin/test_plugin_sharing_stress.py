@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import torch
-from sharing_util import CTX, Scenario, delta, get, pid_alive, shm_tables
+from sharing_util import CTX, Scenario, delta, get, pid_alive, settle, shm_tables
 
 import aclsim
 import torch_npu_ipc
@@ -51,14 +51,9 @@ def _wait_until(cond: Any, timeout: float, what: str) -> None:
 
 def _drain(timeout: float = 30.0) -> dict[str, Any]:
     """Collect until no block waits in limbo and no slot is live; returns the final stats."""
-
-    def done() -> bool:
-        torch_npu_ipc.ipc_collect()
-        st = torch_npu_ipc.sharing_stats()
-        return st["limbo_blocks"] == 0 and st["live_slots"] == 0
-
-    _wait_until(done, timeout, f"limbo and slots to empty: {torch_npu_ipc.sharing_stats()}")
-    return torch_npu_ipc.sharing_stats()
+    st = settle(timeout)
+    assert st["limbo_blocks"] == 0 and st["live_slots"] == 0, f"timed out waiting for limbo and slots to empty: {st}"
+    return st
 
 
 # ------------------------------------------------------------------------------------ loop
