@@ -12,8 +12,8 @@
 
 #include "acl_device_guard.h"
 #include "acl_table.h"
-#include "npu_stream.h"
 #include "stream_fences.h"
+#include "torch_npu/csrc/core/npu/NPUStream.h"
 
 namespace torch_npu_ipc {
 namespace {
@@ -104,21 +104,23 @@ class ExitFencer {
       // The whole device: a tensor read on a side stream the program never
       // gave to record_stream is covered too (its drop would not be).
       add_stream(&streams, c10_npu::getDefaultNPUStream(device));
-      if (!synchronize_device(device, streams)) fences_.fence(streams);
+      // Else only the streams the tensors were used on and the default one.
+      if (!synchronize_device(device)) fences_.fence(streams);
     }
     for (const auto& a : asked) a.table->mark_fenced(a.slot, a.request);
   }
 
   // Waits for the work queued so far on `device`, after torch_npu's task
-  // queues of `streams` handed theirs to the runtime. False when the runtime
-  // has no aclrtSynchronizeDevice or it failed (then only `streams` are fenced).
-  static bool synchronize_device(c10::DeviceIndex device, const std::vector<c10_npu::NPUStream>& streams) {
-    auto sync = acl().SynchronizeDevice;
-    if (sync == nullptr) return false;
+  // queues handed theirs to the runtime: torch_npu's device synchronize
+  // drains the queue of every stream it made, per-stream queues
+  // (PER_STREAM_QUEUE) included, so a side stream whose tasks still sit in
+  // its own queue is covered too. False when the runtime has no
+  // aclrtSynchronizeDevice or the synchronize failed.
+  static bool synchronize_device(c10::DeviceIndex device) {
+    if (acl().SynchronizeDevice == nullptr) return false;
     try {
       AclDeviceGuard guard(device);
-      for (const auto& stream : streams) (void)drained(stream);
-      return handled(sync()) == ACL_SUCCESS;
+      return c10_npu::npuSynchronizeDevice(/*check_error=*/false);
     } catch (...) {
       return false;
     }

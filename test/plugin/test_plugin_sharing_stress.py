@@ -504,6 +504,72 @@ def test_exit_waits_for_work_queued_on_tensors_held(queued: float, held_grace_ms
     assert len(lines) == 1 and "1 tensor(s)" in lines[0], r.stderr[-3000:]
 
 
+SIDE_STREAM_AT_EXIT = """
+import atexit, sys, time
+ended = []
+# Registered before torch_npu_ipc's own handler, so it runs after it (atexit is last in, first out).
+atexit.register(lambda: print(f"exit wait ended {time.monotonic() - ended[0]:+.2f} s after the read's earliest end",
+                              flush=True))
+import torch_npu_ipc, torch
+import torch.multiprocessing as mp
+
+LAUNCHES, COST = 100, float(sys.argv[1])
+
+def consumer(inbox, outbox):
+    x = inbox.get(timeout=60)
+    side = torch.npu.Stream()  # never given to record_stream
+    start = time.monotonic()  # CLOCK_MONOTONIC: system-wide
+    with torch.npu.stream(side):
+        z = torch.zeros(16, device="npu:0")
+        for _ in range(LAUNCHES):
+            z.add_(1)  # each launch holds the thread issuing it COST s (ACLSIM_LAUNCH_COST_US)
+        y = x + z.sum()  # a read of x, queued behind them
+    outbox.put(start + LAUNCHES * COST)  # the read cannot have run before this time
+    time.sleep(60)  # holds x until the producer's exit ends this daemon process
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=consumer, args=(inbox, outbox), daemon=True)
+    p.start()
+    x = torch.full((4096,), 3.0, device="npu:0")
+    inbox.put(x)
+    ended.append(outbox.get(timeout=60))
+    print("producer: exiting", flush=True)
+"""
+
+
+@pytest.mark.mode_independent
+@pytest.mark.parametrize(("mode", "per_stream"), [("1", "1"), ("2", "1"), ("1", "0")])
+def test_exit_fence_covers_work_still_in_a_side_streams_queue(mode: str, per_stream: str, tmp_path: Path) -> None:
+    """A receiver reads a held tensor on a side stream, behind tasks still in torch_npu's queue of that stream.
+
+    Each launch holds the thread that issues it (aclsim's ``ACLSIM_LAUNCH_COST_US``), so with the task queue
+    on, the read sits in torch_npu's queue for about two seconds: with per-stream queues
+    (``PER_STREAM_QUEUE=1``) in that side stream's own queue. The exiting producer's fence must hand
+    those tasks to the runtime and wait for them, although the side stream was never given to
+    ``record_stream``; a first version drained only the streams the tensor was used on and exited at once.
+    """
+    cost = 0.02
+    script = tmp_path / "side_stream_at_exit.py"  # a file: spawned children import their target from it
+    script.write_text(SIDE_STREAM_AT_EXIT)
+    env = dict(
+        os.environ,
+        TASK_QUEUE_ENABLE=mode,
+        PER_STREAM_QUEUE=per_stream,
+        ACLSIM_LAUNCH_COST_US=str(int(cost * 1e6)),
+        TORCH_NPU_IPC_EXIT_HELD_GRACE_MS="30000",
+    )
+    r = subprocess.run(
+        [sys.executable, str(script), str(cost)], env=env, check=False, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "producer: exiting" in r.stdout, r.stdout
+    after = float(r.stdout.split("exit wait ended ")[1].split()[0])
+    assert after >= 0, f"the producer exited {-after:.2f} s before the receiver's queued read could have run"
+    assert after < 10, f"the producer waited {after:.2f} s longer than the receiver's queued work needs"
+
+
 FEEDER_AT_EXIT = """
 import torch_npu_ipc
 import torch
