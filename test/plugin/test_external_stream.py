@@ -199,6 +199,33 @@ def test_second_device_is_rejected_while_any_wrapper_lives(impl: str, raw: int) 
     assert raw not in {ptr for ptr, live in ext_streams._LIVE.items() if live}
 
 
+def test_rewrapping_a_pointer_reuses_its_entries(impl: str, other: OtherLib) -> None:
+    """Wrapping the same pointer again adds no bookkeeping; each new pointer adds one entry (docs: Lifetime rule)."""
+    table = ext_streams._NATIVE_IDS if impl == "native" else ext_streams._PROXIES
+    torch.npu.set_device(0)
+    ptrs = [other.create_stream(0) for _ in range(3)]
+    try:
+        before = len(table)
+        # On hardware a new stream may take the address of one an earlier test destroyed (aclsim never reuses).
+        known = {e.ptr for e in table.values()} if impl == "native" else {key[1] for key in table}
+        new = len(set(ptrs) - known)
+        for ptr in ptrs:
+            ext = torch_npu_ipc.ExternalStream(ptr, device=0)
+            with torch.npu.stream(ext):
+                torch.ones(4, device="npu:0").add_(1)
+            ext.synchronize()
+        assert len(table) == before + new, (before, new, len(table))
+        for _ in range(200):
+            for ptr in ptrs:
+                ext = torch_npu_ipc.ExternalStream(ptr, device=0)
+                del ext
+        gc.collect()
+        assert len(table) == before + new, (before, new, len(table))
+    finally:
+        for ptr in ptrs:
+            other.destroy_stream(ptr)
+
+
 @requires_aclsim
 def test_probe_records_without_waiting_for_the_stream(impl: str, raw: int) -> None:
     """Construction probes the stream (aclrtStreamQuery, then an event record) without waiting for its work."""
