@@ -4,7 +4,8 @@
 
 The plugin's copy hook (``torch_npu_ipc.copies``) shadows ``aten::copy_``
 and ``aten::_to_copy`` to give NPU-to-other-NPU copies an event barrier, and
-hands every other call to the kernel it shadows. On torch 2.9 and later it
+hands every other call to the kernel it shadows (it shadows
+``aten::_local_scalar_dense`` too, see below). On torch 2.9 and later it
 sits at the PrivateUse1 dispatch key, so only NPU tensors pass through it; on
 older torch (torch_npu 2.8 and before) it sits at BackendSelect, which every
 copy of every device passes, the CPU's included (see docs/copies.md).
@@ -17,6 +18,8 @@ blocks so that drifts in machine load hit both alike:
   npu from cpu  ``dst.copy_(cpu_src)``, host to device
   cpu copy_     ``dst.copy_(src)`` of two CPU tensors
   cpu .to()     ``t.to(torch.float64)`` of a CPU tensor
+  npu .item()   ``Tensor.item()`` of an NPU tensor (``aten::_local_scalar_dense``, which the
+                hook passes on unless a plugin thread took a failed queue's report)
 
 The figure of merit is ``ratio_on_off`` per case (1.0 = free). ``main(argv)``
 returns the results as a dict.
@@ -54,6 +57,7 @@ def _cases(numel: int) -> dict[str, Callable[[], object]]:
         "npu from cpu": lambda: npu_dst.copy_(cpu_src),
         "cpu copy_": lambda: cpu_dst.copy_(cpu_src),
         "cpu .to()": lambda: cpu_src.to(torch.float64),
+        "npu .item()": npu_src[0].item,
     }
 
 

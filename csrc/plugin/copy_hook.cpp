@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "copy_barrier.h"
+#include "queue_error.h"
 
 namespace torch_npu_ipc {
 namespace {
@@ -72,6 +73,7 @@ class Native {
 struct Natives {
   Native copy;
   Native to_copy;
+  Native local_scalar;
 };
 
 struct Hook {
@@ -109,6 +111,9 @@ void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   auto n = natives();
   const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
   const at::Tensor src = (*stack)[stack->size() - 2].toTensor();
+  // A failed queue's report a plugin thread took: every copy touching an
+  // NPU raises it (reading results goes through a copy).
+  if (self.device().type() == kNpu || src.device().type() == kNpu) raise_kept_queue_report();
   const bool cross = self.device().type() == kNpu && src.device().type() == kNpu &&
                      self.device().index() != src.device().index();
   // Raised here rather than by torch_npu's kernel, whose error would
@@ -133,6 +138,7 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   auto args = torch::jit::last(*stack, 7);
   const at::Tensor self = args[0].toTensor();
   auto device = args[3].toOptional<at::Device>();
+  if (self.device().type() == kNpu || (device.has_value() && device->type() == kNpu)) raise_kept_queue_report();
   bool ours = device.has_value() && device->type() == kNpu && self.device().type() == kNpu;
   c10::DeviceIndex target = -1;
   if (ours) {
@@ -166,6 +172,15 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   torch::jit::push(*stack, std::move(result));
 }
 
+// aten::_local_scalar_dense(Tensor self) -> Scalar: Tensor.item() and the
+// reads built on it (bool(), int(), format()). Not a copy: hooked only so
+// that a failed queue's report a plugin thread took reaches these reads too.
+void local_scalar_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  auto n = natives();
+  if (stack->back().toTensor().device().type() == kNpu) raise_kept_queue_report();
+  n->local_scalar.call(op, ks, stack);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ public API
@@ -178,19 +193,23 @@ void copies_enable(CopyMode mode) {
   auto& dispatcher = c10::Dispatcher::singleton();
   auto copy_op = dispatcher.findSchemaOrThrow("aten::copy_", "");
   auto to_copy_op = dispatcher.findSchemaOrThrow("aten::_to_copy", "");
+  auto local_scalar_op = dispatcher.findSchemaOrThrow("aten::_local_scalar_dense", "");
   TORCH_CHECK(copy_op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
-                  to_copy_op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1),
-              "torch_npu registered no PrivateUse1 kernel for aten::copy_ / aten::_to_copy; "
-              "cross-device copies cannot be hooked");
+                  to_copy_op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
+                  local_scalar_op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1),
+              "torch_npu registered no PrivateUse1 kernel for aten::copy_ / aten::_to_copy / "
+              "aten::_local_scalar_dense; cross-device copies cannot be hooked");
   // At BackendSelect the hook redispatches below that key and does what
   // torch's own BackendSelect kernel of _to_copy does (see Native); any
   // other kernel there would be skipped, so refuse instead.
-  TORCH_CHECK(kHookKey != c10::DispatchKey::BackendSelect || !copy_op.hasKernelForDispatchKey(kHookKey),
-              "another library registered a BackendSelect kernel for aten::copy_; on this torch (before 2.9) the copy "
-              "hook would bypass it, so it is not installed: set TORCH_NPU_IPC_COPIES=0");
+  TORCH_CHECK(kHookKey != c10::DispatchKey::BackendSelect ||
+                  (!copy_op.hasKernelForDispatchKey(kHookKey) && !local_scalar_op.hasKernelForDispatchKey(kHookKey)),
+              "another library registered a BackendSelect kernel for aten::copy_ or aten::_local_scalar_dense; on "
+              "this torch (before 2.9) the copy hook would bypass it, so it is not installed: set "
+              "TORCH_NPU_IPC_COPIES=0");
   // How to reach torch_npu's kernels once ours shadow them (captured now, where torch can).
-  std::atomic_store(&h.natives, std::shared_ptr<const Natives>(
-                                    std::make_shared<Natives>(Natives{Native(copy_op), Native(to_copy_op)})));
+  auto captured = std::make_shared<Natives>(Natives{Native(copy_op), Native(to_copy_op), Native(local_scalar_op)});
+  std::atomic_store(&h.natives, std::shared_ptr<const Natives>(std::move(captured)));
   // The dispatcher warns when a kernel shadows another one; here that is
   // the point, so keep the warning out of the user's log.
   struct Quiet : c10::WarningHandler {
@@ -200,6 +219,7 @@ void copies_enable(CopyMode mode) {
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", kHookKey, __FILE__, __LINE__);
   lib->impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copy_kernel>());
   lib->impl("_to_copy", torch::CppFunction::makeFromBoxedFunction<&to_copy_kernel>());
+  lib->impl("_local_scalar_dense", torch::CppFunction::makeFromBoxedFunction<&local_scalar_kernel>());
   h.lib = std::move(lib);
 }
 

@@ -12,6 +12,7 @@
 
 #include "acl_device_guard.h"
 #include "acl_table.h"
+#include "queue_error.h"
 #include "stream_fences.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 
@@ -120,17 +121,24 @@ class ExitFencer {
     if (acl().SynchronizeDevice == nullptr) return false;
     try {
       AclDeviceGuard guard(device);
-      return c10_npu::npuSynchronizeDevice(/*check_error=*/false);
+      // check_error: without it torch_npu would take a failed queue's one
+      // report silently; with it the report is thrown, and kept.
+      return c10_npu::npuSynchronizeDevice(/*check_error=*/true);
+    } catch (const std::exception& e) {
+      if (is_queue_report(e)) keep_queue_report(kWhat, e);
+      return false;
     } catch (...) {
       return false;
     }
   }
 
+  static constexpr const char* kWhat = "answering an exiting producer's fence";
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, HeldTable> by_table_;  // guarded by mu_
   bool started_ = false;                         // guarded by mu_
-  StreamFences fences_;                          // fencer thread only
+  StreamFences fences_{kWhat};                   // fencer thread only
 };
 
 }  // namespace

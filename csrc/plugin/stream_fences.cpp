@@ -5,6 +5,7 @@
 #include "acl_device_guard.h"
 #include "acl_table.h"
 #include "npu_stream.h"
+#include "queue_error.h"
 
 namespace torch_npu_ipc {
 
@@ -23,6 +24,9 @@ int64_t StreamFences::fence(const std::vector<c10_npu::NPUStream>& streams) {
       if (raw != nullptr && fence != nullptr && handled(acl().RecordEvent(fence, raw)) == ACL_SUCCESS) {
         fenced = handled(acl().SynchronizeEvent(fence)) == ACL_SUCCESS;
       }
+    } catch (const std::exception& e) {
+      // Draining took torch_npu's one report of a failed queue: keep it.
+      if (is_queue_report(e)) keep_queue_report(what_, e);
     } catch (...) {
     }
     if (fenced) continue;

@@ -21,6 +21,10 @@ void add_stream(std::vector<c10_npu::NPUStream>* streams, const c10_npu::NPUStre
 // are never destroyed, like the threads that use them.
 class StreamFences {
  public:
+  // `what`: what the owning thread does, named in a kept queue report
+  // (queue_error.h).
+  explicit StreamFences(const char* what) : what_(what) {}
+
   // Returns once the work queued so far on `streams` has run; how many of
   // them it synchronized instead, having no fence for them (torch_npu's
   // queue failed, no event left, the runtime is going away): it then waited
@@ -30,6 +34,7 @@ class StreamFences {
  private:
   aclrtEvent fence_for(c10::DeviceIndex device);
 
+  const char* what_;
   std::map<c10::DeviceIndex, aclrtEvent> fences_;
 };
 
