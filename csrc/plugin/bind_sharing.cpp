@@ -5,6 +5,7 @@
 #include "ipc_memory.h"
 #include "npu_format.h"
 #include "npu_stream.h"
+#include "queue_error.h"
 #include "sharing.h"
 
 namespace py = pybind11;
@@ -35,6 +36,12 @@ Descriptor from_fields(const Fields& f) {
   return d;
 }
 
+// Where a failed queue's report may reach the plugin on a thread the user
+// does not watch (queue_error.h).
+constexpr const char* kSharing =
+    "while sharing a tensor (a multiprocessing queue's feeder thread does that for the tensors given to put())";
+constexpr const char* kRebuilding = "while rebuilding a received tensor";
+
 }  // namespace
 
 void bind_sharing(py::module_& m) {
@@ -44,7 +51,9 @@ void bind_sharing(py::module_& m) {
         TORCH_CHECK_VALUE(base_format(t), "cannot share a tensor in torch_npu's private format ", npu_format(t),
                           " (FRACTAL_NZ is 29): a receiver would read its tiles as plain elements; send "
                           "torch_npu.npu_format_cast(tensor, 2) (ND) instead");
-        return to_fields(without_gil([&] { return share_storage(t.storage()); }));
+        return to_fields(without_gil([&] {
+          return keeping_queue_report(kSharing, [&] { return share_storage(t.storage()); });
+        }));
       },
       py::arg("tensor"), "Share the storage of an NPU tensor; returns the descriptor fields.");
   m.def(
@@ -52,8 +61,10 @@ void bind_sharing(py::module_& m) {
       [](const Fields& f, int64_t device, at::ScalarType dtype, const std::vector<int64_t>& sizes,
          const std::vector<int64_t>& strides, int64_t storage_offset) {
         Descriptor d = from_fields(f);
-        return without_gil(
-            [&] { return rebuild_tensor(d, device, dtype, sizes, strides, storage_offset); });
+        return without_gil([&] {
+          return keeping_queue_report(kRebuilding,
+                                      [&] { return rebuild_tensor(d, device, dtype, sizes, strides, storage_offset); });
+        });
       },
       py::arg("fields"), py::arg("device"), py::arg("dtype"), py::arg("sizes"), py::arg("strides"),
       py::arg("storage_offset"),

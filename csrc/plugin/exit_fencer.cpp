@@ -125,20 +125,20 @@ class ExitFencer {
       // report silently; with it the report is thrown, and kept.
       return c10_npu::npuSynchronizeDevice(/*check_error=*/true);
     } catch (const std::exception& e) {
-      if (is_queue_report(e)) keep_queue_report(kWhat, e);
+      if (is_queue_report(e)) keep_queue_report(kWhere, e);
       return false;
     } catch (...) {
       return false;
     }
   }
 
-  static constexpr const char* kWhat = "answering an exiting producer's fence";
+  static constexpr const char* kWhere = "in its thread answering an exiting producer's fence";
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, HeldTable> by_table_;  // guarded by mu_
   bool started_ = false;                         // guarded by mu_
-  StreamFences fences_{kWhat};                   // fencer thread only
+  StreamFences fences_{kWhere};                  // fencer thread only
 };
 
 }  // namespace

@@ -31,18 +31,21 @@ std::string first_line(const char* text) {
 }  // namespace
 
 bool is_queue_report(const std::exception& e) {
-  // torch_npu's wording (NPUQueue.cpp) in every release read, 2.1 to 2.13.
+  // torch_npu's wording (NPUQueue.cpp), the same in its 2.1, 2.6, 2.7.1,
+  // 2.12 and master sources.
   return std::strstr(e.what(), "Inner error") != nullptr;
 }
 
-void keep_queue_report(const char* what, const std::exception& e) {
+void keep_queue_report(const char* where, const std::exception& e) {
   Kept& k = kept();
   {
     std::lock_guard<std::mutex> lock(k.mu);
     if (k.any.load()) return;
-    k.message = std::string("torch_npu's task queue failed, and torch_npu_ipc's thread ") + what +
-                " received torch_npu's report of it, which torch_npu gives only once (it drops all later work on "
-                "that queue without an error, so results computed since are not valid). The report: " +
+    k.message = std::string("torch_npu's task queue failed, and torch_npu's report of it, which it gives only "
+                            "once, went to torch_npu_ipc ") +
+                where +
+                ". torch_npu drops all later work on that queue without an error, so results computed since are "
+                "not valid. The report: " +
                 first_line(e.what()) +
                 " The process cannot go on using the NPU: restart it (ASCEND_LAUNCH_BLOCKING=1 names the failing "
                 "operator). See docs/troubleshooting.md.";

@@ -67,7 +67,7 @@ class Releaser {
   std::condition_variable cv_;
   Batch queue_;  // guarded by mu_
   bool started_ = false;
-  StreamFences fences_{"releasing received tensors"};  // releaser thread only
+  StreamFences fences_{"in its thread releasing received tensors"};  // releaser thread only
   std::atomic<int64_t> syncs_{0};
 };
 

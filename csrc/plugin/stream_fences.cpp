@@ -26,7 +26,7 @@ int64_t StreamFences::fence(const std::vector<c10_npu::NPUStream>& streams) {
       }
     } catch (const std::exception& e) {
       // Draining took torch_npu's one report of a failed queue: keep it.
-      if (is_queue_report(e)) keep_queue_report(what_, e);
+      if (is_queue_report(e)) keep_queue_report(where_, e);
     } catch (...) {
     }
     if (fenced) continue;

@@ -21,9 +21,9 @@ void add_stream(std::vector<c10_npu::NPUStream>* streams, const c10_npu::NPUStre
 // are never destroyed, like the threads that use them.
 class StreamFences {
  public:
-  // `what`: what the owning thread does, named in a kept queue report
+  // `where`: the owning thread, named in a kept queue report
   // (queue_error.h).
-  explicit StreamFences(const char* what) : what_(what) {}
+  explicit StreamFences(const char* where) : where_(where) {}
 
   // Returns once the work queued so far on `streams` has run; how many of
   // them it synchronized instead, having no fence for them (torch_npu's
@@ -34,7 +34,7 @@ class StreamFences {
  private:
   aclrtEvent fence_for(c10::DeviceIndex device);
 
-  const char* what_;
+  const char* where_;
   std::map<c10::DeviceIndex, aclrtEvent> fences_;
 };
 

@@ -50,7 +50,7 @@ for step in ("add", "read", "item", "bool"):
             print(step, "value", bool(y[0] > 0), flush=True)
     except RuntimeError as e:
         reports += 1
-        print(step, "raised", " ".join(str(e).split())[:400], flush=True)
+        print(step, "raised", " ".join(str(e).split())[:1000], flush=True)
         if step == "add":
             break  # torch_npu's own report: nothing to read
 print("reports", reports, flush=True)
@@ -125,3 +125,42 @@ def test_exit_fence_keeps_a_failed_queue_report(mode: str, tmp_path: Path) -> No
     kept = [ln for ln in r.stderr.splitlines() if ln.startswith("torch_npu_ipc: error:")]
     assert len(kept) == 1 and "answering an exiting producer's fence" in kept[0] and "Sin" in kept[0], r.stderr[-3000:]
     assert time.monotonic() - start < 60, "the producer waited for the held-tensor grace instead of the fence"
+
+
+FAIL_THEN_PUT = """
+import time
+import torch_npu_ipc, torch
+import torch.multiprocessing as mp
+
+if __name__ == "__main__":
+    q = mp.get_context("spawn").Queue()
+    x = torch.ones(1024, device="npu:0")
+    _ = x + 1
+    torch.npu.synchronize()  # the queue runs
+    torch.sin(x)  # fails in torch_npu's queue thread, after this call returned
+    time.sleep(0.3)
+    q.put(x)  # the queue's feeder thread pickles x, and sharing it drains the failed queue
+    time.sleep(1.0)
+    for step, read in (("read", lambda: x.cpu()[0].item()), ("item", lambda: x[0].item())):
+        try:
+            print(step, "value", read(), flush=True)
+        except RuntimeError as e:
+            print(step, "raised", " ".join(str(e).split())[:1000], flush=True)
+"""
+
+
+def test_a_queue_feeder_thread_keeps_a_failed_queue_report() -> None:
+    """``q.put(x)`` after a failure in torch_npu's queue: the feeder thread's pickling takes the report.
+
+    Python prints the feeder's exception and drops the item; the main thread's reads raise the report.
+    """
+    env = dict(os.environ, TASK_QUEUE_ENABLE="1", TORCH_NPU_IPC_EXIT_GRACE_MS="0")
+    r = subprocess.run(
+        [sys.executable, "-c", FAIL_THEN_PUT], env=env, check=False, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    kept = [ln for ln in r.stderr.splitlines() if ln.startswith("torch_npu_ipc: error:")]
+    assert len(kept) == 1 and "while sharing a tensor" in kept[0] and "Sin" in kept[0], r.stderr[-3000:]
+    for step in ("read", "item"):
+        line = next(ln for ln in r.stdout.splitlines() if ln.startswith(step + " "))
+        assert "raised torch_npu's task queue failed" in line and "Sin" in line, r.stdout
