@@ -123,10 +123,7 @@ class ExitFencer {
       AclDeviceGuard guard(device);
       // check_error: without it torch_npu would take a failed queue's one
       // report silently; with it the report is thrown, and kept.
-      return c10_npu::npuSynchronizeDevice(/*check_error=*/true);
-    } catch (const std::exception& e) {
-      if (is_queue_report(e)) keep_queue_report(kWhere, e);
-      return false;
+      return keeping_queue_report(kWhere, [] { return c10_npu::npuSynchronizeDevice(/*check_error=*/true); });
     } catch (...) {
       return false;
     }

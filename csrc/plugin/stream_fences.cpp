@@ -19,14 +19,12 @@ int64_t StreamFences::fence(const std::vector<c10_npu::NPUStream>& streams) {
     bool fenced = false;
     try {
       AclDeviceGuard guard(stream.device_index());
-      aclrtStream raw = drained(stream);
+      // Draining a failed queue takes torch_npu's one report of it: kept.
+      aclrtStream raw = keeping_queue_report(where_, [&] { return drained(stream); });
       aclrtEvent fence = fence_for(stream.device_index());
       if (raw != nullptr && fence != nullptr && handled(acl().RecordEvent(fence, raw)) == ACL_SUCCESS) {
         fenced = handled(acl().SynchronizeEvent(fence)) == ACL_SUCCESS;
       }
-    } catch (const std::exception& e) {
-      // Draining took torch_npu's one report of a failed queue: keep it.
-      if (is_queue_report(e)) keep_queue_report(where_, e);
     } catch (...) {
     }
     if (fenced) continue;

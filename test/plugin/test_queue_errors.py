@@ -24,6 +24,19 @@ pytestmark = [
     pytest.mark.mode_independent,  # each case sets its own queue mode
 ]
 
+
+def _kept(stderr: str) -> list[str]:
+    """The plugin's lines about a failed queue's report it kept."""
+    return [ln for ln in stderr.splitlines() if ln.startswith("torch_npu_ipc: error:")]
+
+
+def _assert_reads_raise(stdout: str, steps: tuple[str, ...]) -> None:
+    """Each read step of the script raised the kept report, naming the failed operator."""
+    for step in steps:
+        line = next(ln for ln in stdout.splitlines() if ln.startswith(step + " "))
+        assert "raised torch_npu's task queue failed" in line and "Sin" in line, stdout
+
+
 FAIL_THEN_DROP = """
 import sys, time
 import torch_npu_ipc, torch
@@ -72,15 +85,13 @@ def test_failed_queue_report_reaches_the_user(mode: str, drop: str) -> None:
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "value" not in r.stdout, f"a read returned a value after the queue failed:\n{r.stdout}"
-    kept = [ln for ln in r.stderr.splitlines() if ln.startswith("torch_npu_ipc: error:")]
+    kept = _kept(r.stderr)
     if drop == "keep":
         assert "add raised The Inner error is reported as above" in r.stdout, r.stdout
         assert kept == [], r.stderr[-3000:]
     else:
         assert len(kept) == 1 and "releasing received tensors" in kept[0] and "Sin" in kept[0], r.stderr[-3000:]
-        for step in ("read", "item", "bool"):
-            line = next(ln for ln in r.stdout.splitlines() if ln.startswith(step + " "))
-            assert "raised torch_npu's task queue failed" in line and "Sin" in line, r.stdout
+        _assert_reads_raise(r.stdout, ("read", "item", "bool"))
 
 
 HOLD_FAILED_AT_EXIT = """
@@ -122,7 +133,7 @@ def test_exit_fence_keeps_a_failed_queue_report(mode: str, tmp_path: Path) -> No
     r = subprocess.run([sys.executable, str(script)], env=env, check=False, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "producer: exiting" in r.stdout, r.stdout
-    kept = [ln for ln in r.stderr.splitlines() if ln.startswith("torch_npu_ipc: error:")]
+    kept = _kept(r.stderr)
     assert len(kept) == 1 and "answering an exiting producer's fence" in kept[0] and "Sin" in kept[0], r.stderr[-3000:]
     assert time.monotonic() - start < 60, "the producer waited for the held-tensor grace instead of the fence"
 
@@ -159,8 +170,6 @@ def test_a_queue_feeder_thread_keeps_a_failed_queue_report() -> None:
         [sys.executable, "-c", FAIL_THEN_PUT], env=env, check=False, capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    kept = [ln for ln in r.stderr.splitlines() if ln.startswith("torch_npu_ipc: error:")]
+    kept = _kept(r.stderr)
     assert len(kept) == 1 and "while sharing a tensor" in kept[0] and "Sin" in kept[0], r.stderr[-3000:]
-    for step in ("read", "item"):
-        line = next(ln for ln in r.stdout.splitlines() if ln.startswith(step + " "))
-        assert "raised torch_npu's task queue failed" in line and "Sin" in line, r.stdout
+    _assert_reads_raise(r.stdout, ("read", "item"))
