@@ -173,3 +173,61 @@ def test_a_queue_feeder_thread_keeps_a_failed_queue_report() -> None:
     kept = _kept(r.stderr)
     assert len(kept) == 1 and "while sharing a tensor" in kept[0] and "Sin" in kept[0], r.stderr[-3000:]
     _assert_reads_raise(r.stdout, ("read", "item"))
+
+
+FAIL_THEN_GET = """
+import threading, time
+import torch_npu_ipc, torch
+import torch.multiprocessing as mp
+
+def consumer(inbox, outbox):
+    x = inbox.get(timeout=60)
+    y = x + 1
+    torch.npu.synchronize()  # the queue runs
+    torch.sin(x)  # fails in torch_npu's queue thread, after this call returned
+    time.sleep(0.3)
+    got = []
+    def unwatched():  # as a DataLoader's pin-memory thread: its exception reaches no one
+        try:
+            got.append(inbox.get(timeout=60))  # unpickling rebuilds the tensor: its wait enqueues on the failed queue
+        except RuntimeError as e:
+            got.append(e)
+    t = threading.Thread(target=unwatched)
+    t.start()
+    t.join()
+    print("thread got", type(got[0]).__name__, flush=True)
+    for step, read in (("read", lambda: y.cpu()[0].item()), ("item", lambda: y[0].item())):
+        try:
+            print(step, "value", read(), flush=True)
+        except RuntimeError as e:
+            print(step, "raised", " ".join(str(e).split())[:1000], flush=True)
+    outbox.put("done")
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=consumer, args=(inbox, outbox))
+    p.start()
+    inbox.put(torch.ones(1024, device="npu:0"))
+    inbox.put(torch.full((1024,), 2.0, device="npu:0"))
+    assert outbox.get(timeout=60) == "done"
+    p.join(60)
+    print("consumer exit", p.exitcode, flush=True)
+"""
+
+
+def test_a_rebuilding_thread_keeps_a_failed_queue_report(tmp_path: Path) -> None:
+    """A receiver's queue failed; a thread of its own (as a DataLoader's pin-memory thread) unpickles a tensor.
+
+    The rebuild's wait on the producer's event takes torch_npu's report: the thread's exception reaches no
+    one, so the plugin keeps the report, and the receiver's main thread's reads raise it.
+    """
+    script = tmp_path / "fail_then_get.py"  # a file: spawned children import their target from it
+    script.write_text(FAIL_THEN_GET)
+    env = dict(os.environ, TASK_QUEUE_ENABLE="1", TORCH_NPU_IPC_EXIT_GRACE_MS="0")
+    r = subprocess.run([sys.executable, str(script)], env=env, check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "thread got RuntimeError" in r.stdout and "consumer exit 0" in r.stdout, r.stdout
+    kept = _kept(r.stderr)
+    assert len(kept) == 1 and "while rebuilding a received tensor" in kept[0] and "Sin" in kept[0], r.stderr[-3000:]
+    _assert_reads_raise(r.stdout, ("read", "item"))
