@@ -925,8 +925,7 @@ def test_lazy_event_binds_to_creating_threads_device(thread_device: int | None) 
                 torch.npu.set_device(thread_device)
             out["handle"] = e.ipc_handle()
             out["reduced"] = reductions.reduce_event(e)
-            if thread_device is not None:
-                out["device_after"] = torch.npu.current_device()
+            out["device_after"] = torch.npu.current_device()
         except BaseException as exc:
             out["error"] = exc
 
@@ -937,14 +936,62 @@ def test_lazy_event_binds_to_creating_threads_device(thread_device: int | None) 
     assert len(out["handle"]) == 64
     assert e.device == torch.device("npu", 1)
     assert out["reduced"][1][0] == 1
-    if thread_device is not None:
-        assert out["device_after"] == thread_device, "ipc_handle() changed the calling thread's device"
+    # A thread without a device is on npu:0 for torch_npu, before and after.
+    assert out["device_after"] == (0 if thread_device is None else thread_device), (
+        "ipc_handle() changed the calling thread's device"
+    )
     # The ACL event really lives on npu:1: it records on an npu:1 stream, and not on npu:0's.
     with torch.npu.device(1):
         e.record(torch.npu.current_stream())
     with pytest.raises(ValueError):
         e.record(torch.npu.current_stream(0))
     assert torch.npu.current_device() == 0
+    torch.npu.synchronize()
+
+
+_FRESH_THREAD_CALLS = {
+    "record": lambda ev, s1: ev.record(s1),
+    "wait": lambda ev, s1: ev.wait(s1),
+    "from_ipc_handle": lambda ev, s1: Event.from_ipc_handle(1, ev.ipc_handle()),
+    "new_event_record": lambda ev, s1: Event(interprocess=True).record(s1),
+    "copy_to_npu1": lambda ev, s1: torch.ones(4, device="npu:1").to("npu:0"),
+    "share_npu1_tensor": lambda ev, s1: torch_npu_ipc.import_tensor(
+        torch_npu_ipc.export_tensor(torch.ones(4, device="npu:1"))
+    ),
+}
+
+
+@pytest.mark.devices(2)
+@pytest.mark.parametrize("call", sorted(_FRESH_THREAD_CALLS))
+def test_a_thread_without_a_device_stays_on_npu0(call: str) -> None:
+    """A thread that never chose a device calls the plugin on npu:1: it stays on npu:0, as with torch_npu's calls.
+
+    The plugin sets ACL's device for such calls; it left the thread on npu:1 (where torch_npu's per-thread
+    cache then also put it), so the thread's next ``torch.ones(device="npu")`` landed on npu:1.
+    """
+    import threading
+
+    torch.npu.set_device(1)
+    ev = Event(interprocess=True)
+    ev.record()
+    s1 = torch.npu.current_stream(1)
+    torch.npu.set_device(0)
+    out: dict[str, Any] = {}
+
+    def worker() -> None:
+        try:
+            _FRESH_THREAD_CALLS[call](ev, s1)
+            x = torch.ones(4, device="npu") + 1
+            out["after"] = (torch.npu.current_device(), x.device, x.cpu().tolist())
+        except BaseException as exc:
+            out["error"] = exc
+
+    th = threading.Thread(target=worker)
+    th.start()
+    th.join(60)
+    assert not th.is_alive(), "the worker thread hung"
+    assert "error" not in out, out.get("error")
+    assert out["after"] == (0, torch.device("npu", 0), [2.0] * 4), out["after"]
     torch.npu.synchronize()
 
 
