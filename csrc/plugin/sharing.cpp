@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <typeinfo>
 #include <unordered_set>
@@ -23,8 +24,10 @@
 #include "env.h"
 #include "event_manager.h"
 #include "exit_fencer.h"
+#include "external_stream.h"
 #include "ipc_event.h"
 #include "ipc_memory.h"
+#include "npu_stream.h"
 #include "own_pid.h"
 #include "received.h"
 #include "ref_table.h"
@@ -329,10 +332,16 @@ Descriptor share_storage(const c10::Storage& storage) {
   State& s = state();
   Ref ref;
   const c10::DataPtr& current = impl->data_ptr();
+  // Forwarding: the stream that waited for the original producer's send.
+  std::optional<c10_npu::NPUStream> received_on;
   if (current.get_deleter() == &received_deleter) {
     // Forwarding a tensor this process received: describe the original block
     // and take a slot in the original producer's table.
     auto* r = static_cast<Received*>(current.get_context());
+    {
+      std::lock_guard<std::mutex> lock(r->mu);
+      received_on = r->used_on.front();
+    }
     d = r->origin;
     d.producer_pid = own_pid();
     d.event_handle.clear();
@@ -384,6 +393,13 @@ Descriptor share_storage(const c10::Storage& storage) {
   // Order the receiver after every write the producer launched so far.
   try {
     c10_npu::NPUStream stream = c10_npu::getCurrentNPUStream(dev.index());
+    // A forward is also ordered after the original producer's writes, which
+    // only the stream that received the tensor waited for: a forwarder that
+    // received it with a side stream current and sends it from its default
+    // stream (a Queue's feeder thread) has touched nothing on its current one.
+    if (received_on.has_value() && *received_on != stream) {
+      order_streams(launched(stream), launched(*received_on), dev.index());
+    }
     // Where the NPU or its runtime has no IPC events, every send synchronizes
     // (as torch_npu's own sharing does there) rather than fail: Python warns
     // once with this reason (sharing.py, _note_fallback).

@@ -436,6 +436,48 @@ def test_forwarding_to_a_third_process() -> None:
     s.finish(timeout=180)
 
 
+def _fwd_from_side_stream(q_in: Any, q_out: Any, back: Any) -> None:
+    """Receive with a side stream current, forward at once from the Queue's feeder thread (default stream)."""
+    side = torch.npu.Stream(device=0)
+    back.put("ready")
+    with torch.npu.stream(side):
+        t = q_in.get(timeout=60)  # the side stream waits for the producer's write
+    q_out.put(t)  # touches nothing
+    assert q_in.get(timeout=60) == "exit"
+
+
+def _fwd_reader(q_out: Any, back: Any) -> None:
+    back.put("ready")
+    t = q_out.get(timeout=60)
+    back.put(t.cpu()[:4].tolist())
+
+
+def test_a_forward_is_ordered_after_the_producers_write() -> None:
+    """A forwarder received a tensor with a side stream current and forwards it untouched.
+
+    Only the side stream waited for the producer's write; the forward recorded its event on the feeder
+    thread's default stream, so the third process read the memory before the write (zeros).
+    """
+    q_in, q_out, back = CTX.Queue(), CTX.Queue(), CTX.Queue()
+    mid = CTX.Process(target=_fwd_from_side_stream, args=(q_in, q_out, back))
+    last = CTX.Process(target=_fwd_reader, args=(q_out, back))
+    mid.start()
+    last.start()
+    try:
+        assert [get(back), get(back)] == ["ready", "ready"]
+        x = torch.zeros(1024, device="npu:0")
+        torch.npu.synchronize()
+        aclsim.sleep(torch.npu.current_stream(0).npu_stream, 2 * WORK)
+        x.fill_(5.0)  # behind the sleep: still queued when the tensor is sent
+        q_in.put(x)
+        assert get(back) == [5.0] * 4, "the third process read the memory before the producer's write"
+    finally:
+        q_in.put("exit")
+        for p in (mid, last):
+            p.join(60)
+    assert (mid.exitcode, last.exitcode) == (0, 0)
+
+
 UNCLAIMED_S = 2  # TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S for the next test
 
 
