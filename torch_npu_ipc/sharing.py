@@ -346,7 +346,11 @@ def sharing_stats() -> dict[str, Any]:
         process dropped, its release still on its way: its stream had not run
         past the drop yet), ``fenced_slots`` (those of them another process
         still holds and fenced since this process asked, at its exit: the
-        work queued on them then has run), ``fallback_syncs`` (sends that
+        work queued on them then has run), ``unreceived_forwards`` (tensors
+        this process received and sent on, with its event, that nobody
+        received yet: counted in the original producer's ``live_slots``, and
+        waited for at this process's exit like its own sends),
+        ``fallback_syncs`` (sends that
         synchronized instead of recording an event: over the in-flight budget,
         ``out_of_events_sends`` of them because the device had no IPC event
         left, or ``no_ipc_event_sends`` because the NPU or its runtime has no
@@ -464,15 +468,17 @@ EXIT_HELD_GRACE_S = setting("TORCH_NPU_IPC_EXIT_HELD_GRACE_MS") / 1000
 _IMPORTED_BY = os.getpid()
 
 
-def _exit_census() -> tuple[int, int, int]:
+def _exit_census() -> tuple[int, int, int, int]:
     # (sends on their way: not received yet, or dropped and being released;
-    # sends other processes hold and have not fenced; sends they hold), after
-    # forgetting receivers that exited before their release reached us.
+    # sends other processes hold and have not fenced; sends they hold;
+    # forwards not received yet), after forgetting receivers that exited
+    # before their release reached us. A forward's memory is the original
+    # producer's, but its receiver opens this process's event.
     _C._ipc_collect(force=True)
     st = _C._sharing_stats()
     pending = int(st["unreceived_slots"] + st["releasing_slots"])
     held = int(st["live_slots"] - st["live_slots_self"]) - pending
-    return pending, held - int(st["fenced_slots"]), held
+    return pending, held - int(st["fenced_slots"]), held, int(st["unreceived_forwards"])
 
 
 @atexit.register
@@ -491,13 +497,14 @@ def _warn_if_shared_tensors_alive() -> None:
     try:
         _C._request_exit_fence()
         start = time.monotonic()
-        pending, unfenced, held = _exit_census()
+        pending, unfenced, held, forwards = _exit_census()
         while True:
             waited = time.monotonic() - start
-            if not ((pending and waited < EXIT_GRACE_S) or (unfenced and waited < EXIT_HELD_GRACE_S)):
+            on_their_way = pending + forwards
+            if not ((on_their_way and waited < EXIT_GRACE_S) or (unfenced and waited < EXIT_HELD_GRACE_S)):
                 break
             time.sleep(0.005)
-            pending, unfenced, held = _exit_census()
+            pending, unfenced, held, forwards = _exit_census()
         live = pending + held
     except Exception:  # the runtime may already be finalized
         return
@@ -506,5 +513,17 @@ def _warn_if_shared_tensors_alive() -> None:
             f"torch_npu_ipc: warning: this process is exiting while {live} tensor(s) it shared are still held by "
             "other processes or not yet received. Their memory belongs to this process: on NPU hardware it is "
             "released with it, so receivers must not use those tensors any more (see docs/sharing.md).",
+            file=sys.stderr,
+        )
+    if forwards:
+        try:
+            forwards = _C._withdraw_unreceived_forwards()
+        except Exception:
+            return
+    if forwards:
+        print(
+            f"torch_npu_ipc: warning: this process is exiting while {forwards} tensor(s) it forwarded are not yet "
+            "received. The event that orders them after this process's work goes with it: they are withdrawn, and "
+            "their receivers will get an error naming this process (see docs/sharing.md, Forwarding).",
             file=sys.stderr,
         )

@@ -82,6 +82,8 @@ void bind_sharing(py::module_& m) {
   m.def("_request_exit_fence", &request_exit_fence,
         "Ask receivers to fence the tensors of this process they still hold (the exit wait).");
   m.def("_inflight_budget", &inflight_budget);
+  m.def("_withdraw_unreceived_forwards", &withdraw_unreceived_forwards,
+        "At exit: free the original producers' slots of forwards nobody received (they need this process's event).");
   m.def("_export_keys_tracked", &export_keys_tracked,
         "True when torch_npu's allocator reports each segment free to the export-key cache (trace tracker).");
   m.def("_export_keys_forget", &export_keys_forget,
@@ -98,6 +100,7 @@ void bind_sharing(py::module_& m) {
     d["unreceived_slots"] = s.unreceived_slots;
     d["releasing_slots"] = s.releasing_slots;
     d["fenced_slots"] = s.fenced_slots;
+    d["unreceived_forwards"] = s.unreceived_forwards;
     d["fallback_syncs"] = s.fallback_syncs;
     d["out_of_events_sends"] = s.out_of_events_sends;
     d["no_ipc_event_sends"] = s.no_ipc_event_sends;

@@ -543,4 +543,6 @@ uint32_t RefTable::reclaim_dead_holders(PidMemo* memo) {
   return n;
 }
 
+bool pid_running(int32_t pid) { return pid > 0 && start_time(pid) != 0; }
+
 }  // namespace torch_npu_ipc

@@ -192,4 +192,8 @@ class RefTable {
 // Removes shared-memory tables of dead processes of this pid namespace.
 void remove_stale_tables();
 
+// True while a process runs under `pid` (a zombie does not count). One /proc
+// read: for error paths.
+bool pid_running(int32_t pid);
+
 }  // namespace torch_npu_ipc

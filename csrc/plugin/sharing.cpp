@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <typeinfo>
 #include <unordered_set>
@@ -177,6 +178,20 @@ constexpr const char* kNoLongerReceivable =
     "this shared tensor can no longer be received: it was received already (a descriptor is valid for one "
     "receiver), or the producer reclaimed it because nobody received it within TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S "
     "seconds";
+
+// A forward's event is the forwarder's (its memory is the producer's): once
+// the forwarder exited, its receiver cannot open it, and the forwarder's
+// exit withdrew the slot after waiting for it (sharing.py).
+bool forwarder_gone(const Descriptor& d, const RefTable& table) {
+  return !d.event_handle.empty() && d.producer_pid != table.owner_pid() && !pid_running(d.producer_pid);
+}
+
+std::string forwarder_gone_message(const Descriptor& d) {
+  return "the process that forwarded this tensor (pid " + std::to_string(d.producer_pid) +
+         ") exited before it was received: the event that ordered it after that process's work went with it. "
+         "Keep a forwarder running until its receivers got what it sent (its exit waits for them up to "
+         "TORCH_NPU_IPC_EXIT_GRACE_MS, 2000 ms by default)";
+}
 
 // What a receiver must not take on a descriptor's word alone, hashed
 // (FNV-1a): the memory key, its device, and how many bytes it maps. Stored
@@ -468,7 +483,10 @@ at::Tensor rebuild_storage(const Descriptor& d, c10::DeviceIndex target) {
   SlotRef slot{d.slot_index, d.slot_generation};
   TORCH_CHECK_VALUE(slot.index < RefTable::kSlots, "descriptor's reference slot is out of range");
   uint64_t sent_fingerprint = 0;
-  TORCH_CHECK(table->fingerprint(slot, &sent_fingerprint), kNoLongerReceivable);
+  if (!table->fingerprint(slot, &sent_fingerprint)) {
+    TORCH_CHECK(!forwarder_gone(d, *table), forwarder_gone_message(d));
+    TORCH_CHECK(false, kNoLongerReceivable);
+  }
   TORCH_CHECK_VALUE(sent_fingerprint == block_fingerprint(d),
                     "forged tensor descriptor: its memory key, device or block size differ from what the producer "
                     "sent with this reference slot");
@@ -487,6 +505,13 @@ at::Tensor rebuild_storage(const Descriptor& d, c10::DeviceIndex target) {
     // exiting; name that cause rather than the runtime's error.
     TORCH_CHECK(table->owner_alive_now(), "the producer of this shared tensor (pid ", table->owner_pid(),
                 ") has exited: its memory is gone");
+    if (forwarder_gone(d, *table)) {
+      // Gone without its exit (killed): nobody can receive this descriptor
+      // any more, so free the producer's slot now rather than at its
+      // unclaimed timeout.
+      if (table->claim(slot)) table->release(slot);
+      TORCH_CHECK(false, forwarder_gone_message(d));
+    }
     throw;
   }
   TORCH_CHECK(table->claim(slot), kNoLongerReceivable);
@@ -593,6 +618,19 @@ class CollectOnOutOfMemory final : public c10_npu::NPUCachingAllocator::FreeMemo
 
 }  // namespace
 
+int64_t withdraw_unreceived_forwards() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int32_t me = own_pid();
+  int64_t withdrawn = 0;
+  for (const auto& f : s.inflight) {
+    const bool forward = f.event != nullptr && f.ref.table->owner_pid() != me;
+    withdrawn += forward && f.ref.table->reclaim_unclaimed(f.ref.slot);
+  }
+  prune_inflight_locked(s, /*full=*/true);
+  return withdrawn;
+}
+
 int64_t sharing_out_of_events_sends() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -622,6 +660,9 @@ SharingStats sharing_stats() {
     st.unreceived_slots += c.sent;
     st.releasing_slots += c.releasing - c.releasing_self;
     st.fenced_slots += c.fenced;
+  }
+  for (const auto& f : s.inflight) {  // pruned above: each is still Sent
+    st.unreceived_forwards += f.event != nullptr && f.ref.table->owner_pid() != me;
   }
   st.fallback_syncs = s.fallback_syncs;
   st.out_of_events_sends = s.out_of_events_sends;

@@ -67,6 +67,10 @@ struct SharingStats {
   // Those of them other processes hold whose work queued on them had run
   // when they answered this process's latest exit fence request.
   int64_t fenced_slots = 0;
+  // Tensors this process forwarded (received, then sent on) that nobody
+  // received yet, with this process's event: a receiver opens that event, so
+  // an exiting forwarder waits for them too.
+  int64_t unreceived_forwards = 0;
   int64_t fallback_syncs = 0;
   int64_t out_of_events_sends = 0;  // fallback_syncs made because the device had no IPC event left
   int64_t no_ipc_event_sends = 0;   // fallback_syncs made because the NPU or runtime has no IPC events
@@ -77,6 +81,11 @@ struct SharingStats {
   int64_t out_of_memory_waits = 0;
 };
 SharingStats sharing_stats();
+// An exiting forwarder's forwards nobody received: their receivers would
+// open this process's event, so their slots in the original producers'
+// tables are freed (the producers need not wait for their unclaimed
+// timeout). Forwards without an event stay receivable. Returns how many.
+int64_t withdraw_unreceived_forwards();
 // An exiting producer asks the receivers of the tensors it shared to fence
 // those they still hold: each receiver marks them once the work queued by
 // then on their devices has run (SharingStats::fenced_slots).

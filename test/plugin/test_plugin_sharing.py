@@ -12,7 +12,9 @@ The stress, budget, peer-death and fuzz scenarios live in
 
 from __future__ import annotations
 
+import atexit
 import io
+import os
 import pickle
 import time
 from collections.abc import Callable
@@ -23,7 +25,7 @@ import pytest
 import torch
 import torch.multiprocessing.reductions as torch_reductions
 from plugin_util import HOST_SYNCS
-from sharing_util import CTX, Scenario, delta, get, spawn_reporting
+from sharing_util import CTX, Scenario, delta, get, settle, spawn_reporting
 
 import aclsim
 import torch_npu_ipc
@@ -352,8 +354,11 @@ def test_ordering_counters_cache_hit_and_peer() -> None:
 N_FWD = 1 << 16
 
 
-def _fwd_middle(q: Any, out: Any, back: Any) -> None:
-    """Receive on npu:1 (peer mapping of the producer's npu:0), write behind slow work, forward at once."""
+def _fwd_middle(q: Any, out: Any, back: Any, exit_handlers: bool = True) -> None:
+    """Receive on npu:1 (peer mapping of the producer's npu:0), write behind slow work, forward at once.
+
+    Without ``exit_handlers`` its exit neither waits for its forwards nor withdraws them, as when it is killed.
+    """
     t = torch_npu_ipc.import_tensor(get(q), device=1)
     assert t.device == torch.device("npu:1"), t.device
     assert torch.equal(t.cpu(), torch.full((N_FWD,), 3.0))
@@ -367,6 +372,8 @@ def _fwd_middle(q: Any, out: Any, back: Any) -> None:
     back.put("forwarded")
     assert get(q) == "exit"
     del t
+    if not exit_handlers:
+        atexit.unregister(sharing._warn_if_shared_tensors_alive)
 
 
 def _fwd_last(q: Any, back: Any) -> None:
@@ -478,12 +485,72 @@ def test_a_forward_is_ordered_after_the_producers_write() -> None:
     assert (mid.exitcode, last.exitcode) == (0, 0)
 
 
+def _fwd_and_leave(q_in: Any, q_out: Any, back: Any, how: str) -> None:
+    """Forward one tensor, then exit at once: normally (the exit waits) or by os._exit (no exit handlers)."""
+    t = q_in.get(timeout=60)
+    t.add_(1)
+    q_out.put(t)
+    q_out.close()
+    q_out.join_thread()  # the descriptor is in the pipe
+    back.put("forwarded")
+    if how == "killed":
+        back.close()
+        back.join_thread()
+        os._exit(0)
+
+
+def _fwd_late_reader(q_out: Any, back: Any, go: Any) -> None:
+    assert go.get(timeout=120) == "go"
+    try:
+        t = q_out.get(timeout=60)
+        back.put(("ok", t.cpu().tolist()))
+    except RuntimeError as e:
+        back.put(("error", str(e)))
+
+
+@pytest.mark.parametrize("how", ["exits", "exits-unreceived", "killed"])
+def test_a_forwarder_that_leaves_before_its_receiver(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forwarder sends a tensor on and exits before the third process takes it from the queue.
+
+    The third process opens the forwarder's event. A forwarder's exit did not wait for its forwards (only for
+    its own sends): the receiver got the runtime's event error, and the producer's slot stayed taken until
+    its unclaimed timeout. Now the exit waits as for its own sends, and withdraws what is still unreceived
+    after that wait; a forwarder gone without its exit (killed) or after withdrawing gives the receiver an
+    error naming it, and the producer's slot is free at once.
+    """
+    if how == "exits-unreceived":
+        monkeypatch.setenv("TORCH_NPU_IPC_EXIT_GRACE_MS", "200")  # read by the forwarder at import
+    q_in, q_out, back, go = CTX.Queue(), CTX.Queue(), CTX.Queue(), CTX.Queue()
+    mid = CTX.Process(target=_fwd_and_leave, args=(q_in, q_out, back, how))
+    last = CTX.Process(target=_fwd_late_reader, args=(q_out, back, go))
+    mid.start()
+    last.start()
+    x = torch.arange(4.0, device="npu:0")
+    q_in.put(x)
+    assert get(back) == "forwarded"
+    if how == "exits":
+        time.sleep(0.5)  # the forwarder's exit is waiting for the third process
+        go.put("go")
+        assert get(back) == ("ok", [1.0, 2.0, 3.0, 4.0])
+    else:
+        mid.join(60)
+        assert torch_npu_ipc.sharing_stats()["unreceived_slots"] == (1 if how == "killed" else 0)
+        go.put("go")
+        kind, text = get(back)
+        assert kind == "error" and f"process that forwarded this tensor (pid {mid.pid}) exited" in text, text
+    for p in (mid, last):
+        p.join(60)
+    assert (mid.exitcode, last.exitcode) == (0, 0)
+    st = settle(timeout=5)  # well before TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S
+    assert st["live_slots"] == 0, st
+
+
 UNCLAIMED_S = 2  # TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S for the next test
 
 
 def _unclaimed_producer(results: Any) -> None:
     to_mid, mid_out, mid_back = CTX.Queue(), CTX.Queue(), CTX.Queue()
-    mid = spawn_reporting(results, "forwarder", _fwd_middle, to_mid, mid_out, mid_back)
+    mid = spawn_reporting(results, "forwarder", _fwd_middle, to_mid, mid_out, mid_back, False)
     t = torch.full((N_FWD,), 3.0, device="npu:0")
     u = torch.full((N_FWD,), 4.0, device="npu:0")
     torch.npu.current_stream().synchronize()  # set-up only
@@ -510,7 +577,10 @@ def _unclaimed_producer(results: Any) -> None:
 
 @pytest.mark.devices(2)
 def test_unclaimed_sends_and_forwards_are_reclaimed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Descriptors nobody receives, the producer's own and a dead forwarder's, free their blocks after the timeout.
+    """Descriptors nobody receives, the producer's own and a killed forwarder's, free their blocks after the timeout.
+
+    (A forwarder's normal exit withdraws its forwards nobody received: see
+    test_a_forwarder_that_leaves_before_its_receiver.)
 
     The owner does not know when a forwarder sent, so it counts from the
     first collect that saw the forwarded slot.
