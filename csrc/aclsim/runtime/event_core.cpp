@@ -197,6 +197,20 @@ std::shared_ptr<EventCore> EventCore::map_shared(int fd, aclError* err) {
   return std::make_shared<EventCore>(Key{}, t, bytes, fd, true);
 }
 
+// The record becomes the event's current one only once its task is queued
+// on the stream. A wait binds to the current record and queues a task that
+// blocks its stream until that record ran, so a wait must never see a record
+// whose task is not queued yet: between publishing and queueing, the waiting
+// stream could take on work (a wait on it, then a record another stream
+// waits for) that the recording stream ends up queued behind, and the
+// streams would deadlock. Ordering after an already queued task is what
+// CUDA and CANN guarantee: a wait names a record issued before it.
+// The table lock is not held across the enqueue (a host call on another
+// stream, possibly in another process, must not wait for this one); the slot
+// is pinned instead, so that no other record takes it over in between (its
+// task may run, and mark it done, before it is published). A recorder
+// process that dies in between leaves that one slot pinned, as a waiter
+// process that dies with a pinned slot does.
 aclError EventCore::record(Stream& stream) {
   const uint32_t n = table_->slot_count;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -219,9 +233,8 @@ aclError EventCore::record(Stream& stream) {
         s.recorder_pid.store(own_pid());
         s.recorder_start.store(own_start());
         s.done_ns.store(0);
+        s.pins.fetch_add(1);  // until published (or given up)
         s.state.store(kPending, std::memory_order_release);
-        table_->current.store(idx + 1, std::memory_order_release);
-        table_->records.fetch_add(1);
         break;
       }
     }
@@ -242,11 +255,18 @@ aclError EventCore::record(Stream& stream) {
     futex_wake_all(&slot->state);
     return ACL_SUCCESS;
   });
+  TableLock lock(table_);
   if (rc != ACL_SUCCESS) {
-    slot->state.store(kDone);
+    // Refused: the event stays as it was; the slot was never visible.
+    slot->state.store(kFree, std::memory_order_release);
+    slot->pins.fetch_sub(1);
     futex_wake_all(&slot->state);
+    return rc;
   }
-  return rc;
+  table_->current.store(idx + 1, std::memory_order_release);
+  table_->records.fetch_add(1);
+  slot->pins.fetch_sub(1);
+  return ACL_SUCCESS;
 }
 
 aclError EventCore::wait(Stream& stream) {

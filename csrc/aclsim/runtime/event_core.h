@@ -1,8 +1,9 @@
 // The state machine behind every event, local or IPC, modelled on CANN's
 // IPC event: a table of slots plus the index of the current one.
 //
-//   record: take a free slot, make it current, enqueue a task that marks it
-//           done (and wakes waiters).
+//   record: take a free slot, enqueue a task that marks it done (and wakes
+//           waiters), then make it current: a wait only ever binds to a
+//           record whose task is already queued.
 //   wait:   bound to the record current when the wait is ISSUED: if there is
 //           none, or it is already done, nothing to do; else pin the slot and
 //           enqueue a task that blocks the waiting stream until it is done.
