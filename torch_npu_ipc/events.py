@@ -32,6 +32,15 @@ def _stream_arg(stream: Any, method: str) -> torch_npu.npu.Stream:
     return stream
 
 
+def _refuse_forked_child() -> None:
+    """Raise torch_npu's "Cannot re-initialize NPU in forked subprocess" in a child forked after NPU init.
+
+    An interprocess Event inherited through a fork (given an explicit stream, no call reaches torch_npu)
+    would record on the parent's runtime state: see ``_fork.py``. Returns at once otherwise.
+    """
+    torch.npu._lazy_init()
+
+
 def _flag(value: Any, name: str, where: str) -> bool:
     """``value`` as a bool: a bool or an int (torch.cuda.Event takes 0 / 1 too); a TypeError names anything else."""
     if isinstance(value, bool):
@@ -145,6 +154,7 @@ class Event(torch_npu.npu.Event):
         """
         if not self._interprocess:
             raise RuntimeError("ipc_handle() needs an Event created with interprocess=True")
+        _refuse_forked_child()
         return self._ensure().handle()
 
     # ----------------------------------------------------------- operations
@@ -156,6 +166,7 @@ class Event(torch_npu.npu.Event):
             if ext is not None:
                 return _streams.record_event_on(self, ext)
             return super().record(stream)
+        _refuse_forked_child()
         if ext is not None:
             _streams.before_record(ext)
         self._ensure(stream.device_index).record(stream_triple(stream))
@@ -180,6 +191,7 @@ class Event(torch_npu.npu.Event):
                 # runtime ("invalid event handle"). Hand the wait to the runtime now (no device sync).
                 _C._drain(stream_triple(stream))
             return None
+        _refuse_forked_child()
         if self._ipc is None:
             return None  # never recorded anywhere: nothing to wait for
         self._ipc.wait(stream_triple(stream))
@@ -193,12 +205,14 @@ class Event(torch_npu.npu.Event):
         r"""Return True when all work captured by the latest record has completed."""
         if not self._interprocess:
             return super().query()
+        _refuse_forked_child()
         return True if self._ipc is None else self._ipc.query()
 
     def synchronize(self) -> None:
         r"""Block the host until the latest record's work has completed."""
         if not self._interprocess:
             return super().synchronize()
+        _refuse_forked_child()
         if self._ipc is not None:
             self._ipc.synchronize()
         return None

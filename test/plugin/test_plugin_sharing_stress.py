@@ -650,6 +650,10 @@ import torch_npu_ipc, torch
 
 x = torch.arange(8.0, device="npu:0")
 d = torch_npu_ipc.export_tensor(x)
+s = torch.npu.current_stream()
+ev = torch_npu_ipc.Event(interprocess=True)
+ev.record(s)
+torch.npu.synchronize()
 r, w = os.pipe()
 child = os.fork()  # not through multiprocessing: torch_npu alone does not mark this child
 if child == 0:
@@ -659,6 +663,12 @@ if child == 0:
         "export_tensor": lambda: torch_npu_ipc.export_tensor(x),
         "Event": lambda: torch_npu_ipc.Event(interprocess=True),
         "ExternalStream": lambda: torch_npu_ipc.ExternalStream(0x1000, device=0),
+        # An inherited interprocess Event given an explicit stream reaches no torch_npu call of its own.
+        "Event.record": lambda: ev.record(s),
+        "Event.wait": lambda: ev.wait(s),
+        "Event.query": ev.query,
+        "Event.synchronize": ev.synchronize,
+        "Event.ipc_handle": ev.ipc_handle,
     }
     for name, call in calls.items():
         try:
@@ -677,11 +687,17 @@ while not os.waitpid(child, os.WNOHANG)[0]:
     time.sleep(0.01)
 print("CHILD", os.read(r, 1 << 16).decode())
 print("PARENT", torch_npu_ipc.import_tensor(d).tolist())
+ev.wait(s)
+s.synchronize()
+print("PARENT_EVENT", json.dumps(ev.query()))
 """
 
 
 def test_plain_os_fork_child_is_refused_and_the_descriptor_kept() -> None:
     """A child of a plain ``os.fork()`` after NPU use gets torch_npu's fork error from every plugin entry point.
+
+    That includes the methods of an interprocess Event it inherited, given an explicit stream: its record went
+    through and broke the parent's event (the parent's query and wait then failed, naming the child).
 
     Before, torch_npu marked only children forked through multiprocessing: in this one the plugin's calls went
     through, ``import_tensor`` used up the descriptor, and the first device operation hung. Now the parent can
@@ -689,12 +705,14 @@ def test_plain_os_fork_child_is_refused_and_the_descriptor_kept() -> None:
     """
     r = subprocess.run([sys.executable, "-c", PLAIN_FORK], check=False, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
-    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line.startswith(("CHILD ", "PARENT ")))
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line.startswith(("CHILD ", "PARENT")))
     child = json.loads(lines["CHILD"])
-    assert set(child) == {"import_tensor", "export_tensor", "Event", "ExternalStream"}
+    assert len(child) == 9, child
     for name, outcome in child.items():
         assert "Cannot re-initialize NPU in forked subprocess" in outcome, (name, outcome)
     assert json.loads(lines["PARENT"]) == [float(i) for i in range(8)]
+    # The inherited event was not recorded by the child: the parent's still works.
+    assert json.loads(lines["PARENT_EVENT"]) is True
 
 
 UNCACHED = """
