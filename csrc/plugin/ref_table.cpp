@@ -280,6 +280,29 @@ std::shared_ptr<RefTable> RefTable::open(const std::string& name) {
   return t;
 }
 
+std::shared_ptr<RefTable> RefTable::take_in_sibling(SlotRef* out, uint64_t tag, uint64_t fingerprint) const {
+  // <prefix><ns>.<pid>.<start>.<seq>: siblings differ in <seq> only.
+  const size_t dot = name_.rfind('.');
+  unsigned long own_seq = 0;
+  if (dot == std::string::npos || std::sscanf(name_.c_str() + dot + 1, "%lu", &own_seq) != 1) return nullptr;
+  const std::string stem = name_.substr(0, dot + 1);
+  constexpr unsigned long kMaxTables = 4096;  // 16 M slots: far beyond any producer's
+  for (unsigned long seq = 0; seq < kMaxTables; ++seq) {
+    if (seq == own_seq) continue;
+    std::shared_ptr<RefTable> t;
+    try {
+      t = open(stem + std::to_string(seq));
+    } catch (const c10::Error&) {
+      // A forked producer's first table is not number 0; after this
+      // table's number, the first missing one ends the owner's tables.
+      if (seq > own_seq) break;
+      continue;
+    }
+    if (t->take(out, tag, fingerprint)) return t;
+  }
+  return nullptr;
+}
+
 RefTable::RefTable(Key, std::string name, void* base, bool owner)
     : name_(std::move(name)), base_(base), owner_(owner), owner_start_(start_of_name(name_)) {}
 

@@ -95,6 +95,11 @@ class RefTable {
   // Opens another process's table by name. Tables stay cached while in use,
   // and the 16 most recently opened ones stay mapped after that.
   static std::shared_ptr<RefTable> open(const std::string& name);
+  // Forwarder: opens another table of this table's owner that has a free
+  // slot and takes it as take() does, or returns nullptr when none has. A
+  // forwarder cannot add tables to its producer's; the owner numbers its
+  // tables from its first, and keeps them all until it exits.
+  std::shared_ptr<RefTable> take_in_sibling(SlotRef* out, uint64_t tag, uint64_t fingerprint) const;
 
   RefTable(Key, std::string name, void* base, bool owner);
   ~RefTable();  // unmaps; the owner also unlinks the name

@@ -365,9 +365,15 @@ Descriptor share_storage(const c10::Storage& storage) {
     SlotRef slot;
     const uint64_t tag = r->ref.table->tag(r->ref.slot);
     TORCH_CHECK(tag != 0, "cannot forward this tensor: its reference slot was reclaimed by the producer");
-    TORCH_CHECK(r->ref.table->take(&slot, tag, block_fingerprint(d)),
-                "the producer's reference table is full; call ipc_collect() there");
-    ref = Ref{r->ref.table, slot};
+    std::shared_ptr<RefTable> table = r->ref.table;
+    if (!table->take(&slot, tag, block_fingerprint(d))) {
+      table = r->ref.table->take_in_sibling(&slot, tag, block_fingerprint(d));
+    }
+    TORCH_CHECK(table != nullptr, "cannot forward this tensor: every reference table of its producer (pid ",
+                r->ref.table->owner_pid(), ") is full, ", RefTable::kSlots,
+                " tensors each held by receivers or on their way (a producer adds tables only for its own sends): "
+                "drop received tensors, or have the producer send it again");
+    ref = Ref{table, slot};
   } else {
     ExportedBlock block = export_block(dev.index(), impl->mutable_data());
     Released released;  // destroyed after `lock` below

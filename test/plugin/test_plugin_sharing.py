@@ -545,6 +545,43 @@ def test_a_forwarder_that_leaves_before_its_receiver(how: str, monkeypatch: pyte
     assert st["live_slots"] == 0, st
 
 
+TABLE_SLOTS = 4096  # RefTable::kSlots: one producer table's references
+
+
+def _fwd_from_a_full_table(q: Any, back: Any) -> None:
+    held = [torch_npu_ipc.import_tensor(b) for b in get(q)]
+    back.put(torch_npu_ipc.export_tensor(held[0]))  # its slot's table has no free slot left
+    assert get(q) == "exit"
+
+
+@pytest.mark.filterwarnings("ignore:torch_npu_ipc.*waiting for their receivers")  # 4097 sends at once
+def test_forwarding_when_the_producers_first_table_is_full() -> None:
+    """A receiver holds every reference of the producer's first table, and forwards one of those tensors.
+
+    A forward takes a slot in the producer's tables, and a forwarder cannot add tables: it tried only the table
+    its tensor came through and failed ("the producer's reference table is full"), though the producer's next
+    table had room. It now takes a slot in any of the producer's tables.
+    """
+    n = TABLE_SLOTS + 1
+    x = torch.arange(float(n), device="npu:0")
+    descriptors = [torch_npu_ipc.export_tensor(x[i : i + 1]) for i in range(n)]  # the last one opens table 2
+    q, back = CTX.Queue(), CTX.Queue()
+    mid = CTX.Process(target=_fwd_from_a_full_table, args=(q, back))
+    mid.start()
+    try:
+        q.put(descriptors)
+        forwarded = torch_npu_ipc.import_tensor(get(back))
+        assert forwarded.cpu().tolist() == [0.0]
+        assert torch_npu_ipc.sharing_stats()["live_slots"] == n + 1
+        del forwarded
+    finally:
+        q.put("exit")
+        mid.join(60)
+    assert mid.exitcode == 0
+    st = settle()
+    assert st["live_slots"] == 0, st
+
+
 UNCLAIMED_S = 2  # TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S for the next test
 
 
