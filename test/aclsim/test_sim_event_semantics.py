@@ -163,3 +163,41 @@ def test_only_events_with_a_wait_task_can_be_waited_on() -> None:
     codes = results.get(timeout=5)
     assert codes.pop("time-line") != 0, "a wait on a timing-only event was accepted"
     assert all(v == 0 for v in codes.values()), codes
+
+
+def reset_worker(results: Any) -> None:
+    """Reset, then record, on one busy stream: the record survives the reset's task, which runs before it."""
+    acl = Acl()
+    acl.set_device(0)
+    a, b = acl.create_stream(), acl.create_stream()
+    ev = acl.create_classic_event(ACL_EVENT_SYNC)
+    acl.record(ev, a)
+    acl.sync_stream(a)
+    t0 = now()
+    acl.sleep(a, 0.2)
+    acl.check(acl.aclrtResetEvent(ev, a), "aclrtResetEvent")  # runs at about 0.2 s
+    acl.sleep(a, 0.6)
+    acl.record(ev, a)  # runs at about 0.8 s
+    while now() - t0 < 0.4:  # the reset ran, the record has not
+        acl.sleep(b, 0.01)
+        acl.sync_stream(b)
+    status = acl.query_status(ev)
+    acl.wait(b, ev)  # bound to the pending record: b waits for it
+    acl.sync_stream(b)
+    waited_until = now() - t0
+    acl.sync_stream(a)
+    results.put((status, waited_until, acl.query_status(ev)))
+
+
+def test_a_record_issued_after_a_reset_survives_it() -> None:
+    """aclrtResetEvent's task ran after a record issued behind it and wiped that record.
+
+    Records are published when issued and a reset ran in stream order, so the event then looked never
+    recorded: queried complete and waited for nothing while its record was still to run.
+    """
+    results = spawn_context().Queue()
+    run([(reset_worker, (results,))])
+    status, waited_until, final = results.get(timeout=5)
+    assert status == RECORDED_NOT_READY, "the reset's task wiped the record issued after it"
+    assert waited_until >= 0.75, f"a wait on the pending record returned at {waited_until:.2f} s, before it ran"
+    assert final == RECORDED_COMPLETE

@@ -285,10 +285,15 @@ aclError EventCore::wait(Stream& stream) {
   return stream.enqueue("aclrtStreamWaitEvent", [slot, hold] { return wait_slot(*slot, -1); });
 }
 
+// The reset runs in stream order, but records are published when issued: a
+// record issued after the reset (on its stream, behind it) is already
+// current when the reset's task runs, and must survive it, as on CANN where
+// the device runs the reset, then the record. `records` counts publishes.
 aclError EventCore::reset(Stream& stream) {
-  return stream.enqueue("aclrtResetEvent", [self = shared_from_this()] {
+  const uint64_t issued_after = table_->records.load();
+  return stream.enqueue("aclrtResetEvent", [self = shared_from_this(), issued_after] {
     TableLock lock(self->table_);
-    self->table_->current.store(0);
+    if (self->table_->records.load() == issued_after) self->table_->current.store(0);
     return ACL_SUCCESS;
   });
 }
