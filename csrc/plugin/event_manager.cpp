@@ -70,17 +70,20 @@ void EventManager::retire(aclrtEvent event, c10::DeviceIndex device, std::vector
   collect(false);
 }
 
-void EventManager::collect(bool force) {
+size_t EventManager::collect(bool force) {
   std::lock_guard<std::mutex> lock(mu_);
   std::deque<Retired> keep;
+  size_t destroyed = 0;
   for (auto& r : retired_) {
     if (drained(r, force)) {
       destroy(r);
+      ++destroyed;
     } else {
       keep.push_back(std::move(r));
     }
   }
   retired_.swap(keep);
+  return destroyed;
 }
 
 std::shared_ptr<IpcEvent> EventManager::acquire(c10::DeviceIndex device) {

@@ -45,7 +45,8 @@ class EventManager {
 
   // Destroys what can be destroyed now; with `force`, waits for pending
   // fences and ignores the export grace (used at exit and by tests).
-  void collect(bool force = false);
+  // Returns how many events it destroyed.
+  size_t collect(bool force = false);
 
   // A pooled IPC event on `device`; it returns to the pool when released.
   std::shared_ptr<IpcEvent> acquire(c10::DeviceIndex device);

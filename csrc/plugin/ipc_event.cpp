@@ -97,8 +97,12 @@ std::shared_ptr<IpcEvent> IpcEvent::try_create(c10::DeviceIndex device, std::str
   auto create = acl().CreateEventExWithFlag;
   AclDeviceGuard guard(device);
   aclrtEvent ev = nullptr;
-  const aclError rc = create(&ev, ACL_EVENT_IPC);
+  aclError rc = create(&ev, ACL_EVENT_IPC);
+  // Dropped events are destroyed when the next one is dropped, once their
+  // uses ran and their export grace passed: some may be due by now.
+  if (rc != ACL_SUCCESS && EventManager::get().collect() > 0) rc = create(&ev, ACL_EVENT_IPC);
   if (rc != ACL_SUCCESS) {
+    const uint64_t kept = EventManager::get().stats().retired_pending;
     // CANN documents a limit (65,536 per device) but not the code that
     // reports it (its runtime takes no event id for an IPC event; aclsim
     // says ACL_ERROR_RT_NO_EVENT_RESOURCE). The probe passed, so the runtime
@@ -110,7 +114,13 @@ std::shared_ptr<IpcEvent> IpcEvent::try_create(c10::DeviceIndex device, std::str
                                                        : " refused a new IPC event: it may have no IPC event left (") +
                  "CANN's is 65,536 per device). Drop the interprocess Events you no longer need; each tensor sent "
                  "but not yet received holds one until it is received or TORCH_NPU_IPC_UNCLAIMED_TIMEOUT_S passes "
-                 "(TORCH_NPU_IPC_MAX_INFLIGHT bounds how many).";
+                 "(TORCH_NPU_IPC_MAX_INFLIGHT bounds how many)." +
+                 (kept == 0 ? std::string()
+                            : " " + std::to_string(kept) +
+                                  " dropped interprocess Event(s) of this process still exist: their records or "
+                                  "waits have not run yet, or their handle left this process less than "
+                                  "TORCH_NPU_IPC_EXPORT_GRACE_MS (5000 ms by default) ago, so a receiver may "
+                                  "still open it; they are destroyed after that.");
     return nullptr;
   }
   EventManager::get().note_created();

@@ -710,6 +710,34 @@ def test_out_of_events_refuses_a_use_cleanly(monkeypatch: pytest.MonkeyPatch) ->
     _run_alone(out_of_events_worker)
 
 
+MAX_IPC = 4  # ACLSIM_MAX_IPC_EVENTS for the next test
+IPC_GRACE_MS = 300  # TORCH_NPU_IPC_EXPORT_GRACE_MS for the next test
+
+
+def dropped_events_worker(results: Any) -> None:
+    """Every IPC event the device has was exported, then dropped: creating one more waits for the grace."""
+    events = [Event(interprocess=True) for _ in range(MAX_IPC)]
+    for e in events:
+        e.ipc_handle()  # exported: each is kept for the grace once dropped
+    del e, events
+    with pytest.raises(RuntimeError, match=rf"{MAX_IPC} dropped interprocess Event\(s\) of this process still exist"):
+        Event(interprocess=True).ipc_handle()
+    time.sleep(IPC_GRACE_MS / 1000 + 0.2)
+    assert len(Event(interprocess=True).ipc_handle()) == 64  # nothing was dropped since: a collect must run here
+    results.put("ok")
+
+
+def test_dropped_events_past_their_grace_make_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device's IPC events are all dropped but kept for the export grace; once it passed, creation works.
+
+    Dropped events were destroyed only when a later one was dropped, so creating one failed after the grace
+    too; the error did not say that the process's own dropped events held them.
+    """
+    monkeypatch.setenv("ACLSIM_MAX_IPC_EVENTS", str(MAX_IPC))
+    monkeypatch.setenv("TORCH_NPU_IPC_EXPORT_GRACE_MS", str(IPC_GRACE_MS))
+    _run_alone(dropped_events_worker)
+
+
 # --------------------------------------------------------------------------------------------
 # In this process: argument validation and the device a never-recorded event binds to.
 # --------------------------------------------------------------------------------------------
