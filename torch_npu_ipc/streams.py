@@ -297,6 +297,11 @@ class ExternalStream(torch_npu.npu.Stream):
             return False  # the proxy is not the foreign stream
         return super().__eq__(other)
 
+    def __ne__(self, other: object) -> bool:
+        # torch_npu's base class defines its own __ne__ (stream ids only), which disagreed with __eq__ on the
+        # proxy path: a proxy is a pool stream that other streams may share.
+        return not self.__eq__(other)
+
     def __hash__(self) -> int:
         # Same value as torch_npu.npu.Stream.__hash__ of the same stream, without draining the queue.
         return hash((self._ext.ptr, torch.device("npu", self._ext.device)))

@@ -320,6 +320,14 @@ def test_is_a_torch_npu_stream_with_identity(impl: str, raw: int, other: OtherLi
     finally:
         other.destroy_stream(second)
     assert a != torch.npu.current_stream()
+    # != is the negation of == for every pair, also where a proxy (a pool stream) is shared: with `a` current,
+    # the current stream is `a` itself (native) or its proxy (proxy path), and a torch_npu stream made on the
+    # proxy's ids equals the proxy but not `a`.
+    with torch.npu.stream(a):
+        cur = torch.npu.current_stream()
+    same_ids = torch_npu.npu.Stream(stream_id=a.stream_id, device_index=0, device_type=a.device_type)
+    for x, y in ((a, cur), (cur, a), (a, same_ids), (a, b), (a, c), (c, a)):
+        assert (x != y) is (not (x == y)), (x, y)
 
 
 @requires_native
