@@ -268,6 +268,12 @@ class ExternalStream(torch_npu.npu.Stream):
             )
             self._ext = ext
             _LIVE.setdefault(ptr, weakref.WeakSet()).add(self)
+            if not ext.native:
+                # c10 events (torch.Event, autograd) recorded on the proxy or waited for by it are ordered
+                # with the foreign stream while an object wraps it (event_guard.cpp). The finalizer takes no
+                # Python lock: it may run inside one, at any allocation.
+                _C._note_proxy(index, triple[0], ptr)
+                weakref.finalize(self, _C._forget_proxy, index, triple[0], ptr)
             _install_guards()
         if not ext.native:
             idle = self.query()

@@ -87,6 +87,20 @@ void bind_streams(py::module_& m) {
         order_streams(as_ptr<void>(waiter), as_ptr<void>(signaller), device);
       }),
       py::arg("waiter"), py::arg("signaller"), py::arg("device"));
+  m.def(
+      "_note_proxy",
+      [](c10::DeviceIndex device, int64_t proxy_id, uint64_t stream) {
+        note_proxy(device, static_cast<c10::StreamId>(proxy_id), as_ptr<void>(stream));
+      },
+      py::arg("device"), py::arg("proxy_id"), py::arg("stream"),
+      "Proxy path: c10 events recorded on or waited for by the proxy are ordered with the foreign stream.");
+  m.def(
+      "_forget_proxy",
+      [](c10::DeviceIndex device, int64_t proxy_id, uint64_t stream) {
+        forget_proxy(device, static_cast<c10::StreamId>(proxy_id), as_ptr<void>(stream));
+      },
+      py::arg("device"), py::arg("proxy_id"), py::arg("stream"),
+      "The last ExternalStream of the foreign stream is gone: stop ordering the proxy with it.");
 }
 
 }  // namespace torch_npu_ipc

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "acl_table.h"
+#include "external_stream.h"
 #include "record_use.h"
 #include "task_queue.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
@@ -168,6 +169,7 @@ class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
   // ---- events: tracked, then forwarded
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
+    proxy_before_record(stream);  // an ExternalStream's proxy first waits for the owner's stream
     inner_->record(event, stream, device_index, flag);
     if (ordering.load() && *event != nullptr && runs_queued(c10_npu::NPUStream(stream))) {
       registry().recorded(*event, stream.device_index());
@@ -185,6 +187,7 @@ class NpuEventGuard final : public c10::impl::DeviceGuardImplInterface {
       }
     }
     inner_->block(event, stream);
+    proxy_after_wait(stream);  // an ExternalStream's owner's stream waits for its proxy
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {

@@ -4,6 +4,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -209,6 +212,96 @@ void order_streams(aclrtStream waiter, aclrtStream signaller, c10::DeviceIndex d
   PooledEvent event(device);
   check(record(event.get(), signaller), "aclrtRecordEvent(stream order)");
   check(wait(waiter, event.get()), "aclrtStreamWaitEvent(stream order)");
+}
+
+namespace {
+
+struct Proxies {
+  std::atomic<bool> any{false};  // the fast path of every event record and wait
+  std::mutex mu;
+  // Guarded by mu: each proxy's foreign streams, with how many live
+  // ExternalStream objects wrap each.
+  std::map<std::pair<c10::DeviceIndex, c10::StreamId>, std::vector<std::pair<aclrtStream, int64_t>>> foreign;
+};
+
+Proxies& proxies() {
+  static Proxies* p = std::make_unique<Proxies>().release();  // read by threads outliving static destruction
+  return *p;
+}
+
+std::vector<aclrtStream> foreign_of(const c10::Stream& s) {
+  Proxies& p = proxies();
+  if (!p.any.load(std::memory_order_acquire) || s.device_type() != c10::DeviceType::PrivateUse1) return {};
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto it = p.foreign.find({s.device_index(), s.id()});
+  std::vector<aclrtStream> out;
+  if (it != p.foreign.end()) {
+    for (const auto& entry : it->second) out.push_back(entry.first);
+  }
+  return out;
+}
+
+}  // namespace
+
+void note_proxy(c10::DeviceIndex device, c10::StreamId proxy, aclrtStream stream) {
+  Proxies& p = proxies();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto& streams = p.foreign[{device, proxy}];
+  auto it = std::find_if(streams.begin(), streams.end(), [&](const auto& e) { return e.first == stream; });
+  if (it == streams.end()) {
+    streams.emplace_back(stream, 1);
+  } else {
+    ++it->second;
+  }
+  p.any.store(true, std::memory_order_release);
+}
+
+void forget_proxy(c10::DeviceIndex device, c10::StreamId proxy, aclrtStream stream) {
+  Proxies& p = proxies();
+  std::lock_guard<std::mutex> lock(p.mu);
+  auto found = p.foreign.find({device, proxy});
+  if (found == p.foreign.end()) return;
+  auto& streams = found->second;
+  auto it = std::find_if(streams.begin(), streams.end(), [&](const auto& e) { return e.first == stream; });
+  if (it != streams.end() && --it->second == 0) streams.erase(it);
+  if (streams.empty()) p.foreign.erase(found);
+}
+
+namespace {
+
+// Orders `waiter` after `signaller` for a proxy's event. A foreign stream its
+// owner destroyed while an object still wraps it (unused: the lifetime rule,
+// docs/external_stream.md) has nothing left to order with; the proxy is a
+// pool stream other torch streams share, and their events must not fail for
+// it. Any other failure propagates.
+void order_with_foreign(aclrtStream waiter, aclrtStream signaller, aclrtStream foreign, c10::DeviceIndex device) {
+  try {
+    order_streams(waiter, signaller, device);
+  } catch (const c10::Error&) {
+    bool alive = true;
+    try {
+      (void)query_stream(foreign, device);
+    } catch (const c10::Error&) {
+      alive = false;
+    }
+    if (alive) throw;
+  }
+}
+
+}  // namespace
+
+void proxy_before_record(const c10::Stream& s) {
+  const std::vector<aclrtStream> foreign = foreign_of(s);
+  if (foreign.empty()) return;
+  const aclrtStream raw = launched(c10_npu::NPUStream(s));
+  for (aclrtStream f : foreign) order_with_foreign(raw, f, f, s.device_index());
+}
+
+void proxy_after_wait(const c10::Stream& s) {
+  const std::vector<aclrtStream> foreign = foreign_of(s);
+  if (foreign.empty()) return;
+  const aclrtStream raw = launched(c10_npu::NPUStream(s));  // the wait reaches the runtime first
+  for (aclrtStream f : foreign) order_with_foreign(f, raw, f, s.device_index());
 }
 
 }  // namespace torch_npu_ipc

@@ -68,6 +68,23 @@ int find_stream_device(aclrtStream stream, c10::DeviceIndex except);
 // Host waits for everything queued on the raw stream.
 void synchronize_stream(aclrtStream stream, c10::DeviceIndex device);
 
+// Proxy path (streams.py): torch_npu's pool stream `proxy` of `device` stands
+// for the foreign `stream`; a pool stream may stand for several. Events that
+// torch records on a proxy, or makes it wait for, through c10's device guard
+// (torch.Event, the autograd engine) are ordered with the foreign streams as
+// ExternalStream's own record and wait are (event_guard.cpp).
+// Called for each ExternalStream object on the proxy path, and forget_proxy
+// when that object is collected: a foreign stream no object wraps any more
+// may be destroyed by its owner, and is not ordered with any longer.
+void note_proxy(c10::DeviceIndex device, c10::StreamId proxy, aclrtStream stream);
+void forget_proxy(c10::DeviceIndex device, c10::StreamId proxy, aclrtStream stream);
+// Before an event is recorded on `s`: if it is a proxy, it waits for the
+// work queued on its foreign streams so far.
+void proxy_before_record(const c10::Stream& s);
+// After `s` was made to wait for an event: if it is a proxy, its foreign
+// streams wait for it.
+void proxy_after_wait(const c10::Stream& s);
+
 // True when everything queued on the raw stream has completed.
 bool query_stream(aclrtStream stream, c10::DeviceIndex device);
 

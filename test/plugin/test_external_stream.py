@@ -541,6 +541,81 @@ def test_ext_waits_for_event(impl: str, raw: int, other: OtherLib, kind: str) ->
 
 
 @requires_aclsim
+@pytest.mark.parametrize("direction", ["record", "wait"])
+def test_torch_event_on_ext_is_ordered_with_the_owner(impl: str, raw: int, other: OtherLib, direction: str) -> None:
+    """c10's device-generic ``torch.Event`` recorded on ext / waited for by ext, around the library's own work.
+
+    On the proxy path it used the proxy alone (through c10's device guard, which the plugin's
+    ``torch.npu.Event`` wrapper does not see): a consumer read the library's output before the library wrote
+    it, and the library read a tensor before torch's write it waited for. torch_npu refuses it on its native
+    external streams.
+    """
+    ext = torch_npu_ipc.ExternalStream(raw)
+    e = torch.Event(device="npu:0")
+    s = torch.npu.Stream()
+    x = made(torch.zeros(8, device="npu:0"))
+    if direction == "record":
+        src = made(torch.full((8,), 42.0, device="npu:0"))
+        aclsim.sleep(raw, WORK)
+        other.copy_async(x.data_ptr(), src.data_ptr(), 32, D2D, raw)  # the library's write, behind its slow work
+        if impl == "native":
+            with pytest.raises(RuntimeError, match="External NPU stream is not supported"):
+                e.record(ext)
+            ext.synchronize()
+            return
+        e.record(ext)
+        e.wait(s)
+        with torch.npu.stream(s):
+            y = x.clone()
+        s.synchronize()
+        assert floats(y) == [42.0] * 8, "the event recorded on ext ran before the library's write"
+    else:
+        out = made(torch.zeros(8, device="npu:0"))
+        aclsim.sleep(s.npu_stream, WORK)
+        with torch.npu.stream(s):
+            x.fill_(7.0)  # torch's write, behind slow work
+        e.record(s)
+        if impl == "native":
+            with pytest.raises(RuntimeError, match="External NPU stream is not supported"):
+                e.wait(ext)
+            s.synchronize()
+            return
+        e.wait(ext)
+        other.copy_async(out.data_ptr(), x.data_ptr(), 32, D2D, raw)  # the library's read, after the wait
+        ext.synchronize()
+        assert floats(out) == [7.0] * 8, "the library read before the write ext waited for"
+
+
+@requires_aclsim
+def test_a_proxys_pool_stream_outlives_a_destroyed_foreign_stream(
+    other: OtherLib, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner destroys a stream whose (unused) ExternalStream is still alive; the proxy is a pool stream.
+
+    torch streams sharing that pool stream keep working with c10 events (which the plugin orders with the
+    foreign streams of a proxy): a foreign stream that is gone has nothing left to order with. Once the
+    ExternalStream is collected, the plugin forgets the pointer.
+    """
+    monkeypatch.setattr(ext_streams, "_from_external", None)
+    torch.npu.set_device(0)
+    ptr = other.create_stream(0)
+    ext = torch_npu_ipc.ExternalStream(ptr)
+    shared = torch_npu.npu.Stream(stream_id=ext.stream_id, device_index=0, device_type=ext.device_type)
+    other.destroy_stream(ptr)
+
+    def events_on_shared() -> None:
+        e = torch.Event(device="npu:0")
+        e.record(shared)
+        e.wait(shared)
+        e.synchronize()
+
+    events_on_shared()
+    del ext
+    gc.collect()
+    events_on_shared()  # the pointer forgotten
+
+
+@requires_aclsim
 def test_wait_stream_both_ways(impl: str, raw: int) -> None:
     ext = torch_npu_ipc.ExternalStream(raw)
     s = torch.npu.Stream()
