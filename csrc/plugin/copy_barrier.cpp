@@ -346,17 +346,13 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
     return t;
   };
   at::Tensor a = src;
-  bool a_made_here = true;
   if (cast_before) {
     a = dense_on_s(dst.scalar_type());
   } else if (!src.is_non_overlapping_and_dense()) {
     a = dense_on_s(src.scalar_type());
-  } else {
-    a_made_here = false;
   }
   const bool direct = same_layout(a, dst) && dst.is_non_overlapping_and_dense();
   at::Tensor b = direct ? dst : at::empty_strided(a.sizes(), a.strides(), dst.options().dtype(a.scalar_type()));
-  const bool b_made_here = !direct || dst_is_fresh;
   const size_t bytes = static_cast<size_t>(a.numel()) * a.element_size();
 
   bool done = false;
@@ -376,17 +372,22 @@ void cross_device_copy(const at::Tensor& dst, const at::Tensor& src, CopyMode mo
     synchronize(src_stream);  // the data landed before D's stream goes on
     stats().sync_copies.fetch_add(1, std::memory_order_relaxed);
   }
-  // The transfer ran on S's stream: keep both blocks from being reused by
-  // their own streams before it did. For b (on D) that is D's stream, which
-  // waits for the transfer (barrier) or follows it (synchronize): a block is
-  // only ever marked with a stream of its own device, because the allocator
-  // records the marking event with the block's device current, and the
-  // runtime refuses a record on another device's stream (107003). Blocks
-  // made here already belong to those streams: torch_npu's recordStream is
-  // not a no-op for a block's own stream (it costs an event record at the
-  // free, then polling), so they are not marked.
-  if (!a_made_here) record_use(a.storage().data_ptr(), src_stream);
-  if (!b_made_here) record_use(b.storage().data_ptr(), dst_stream);
+  // The caller's blocks are used on the current streams: the source is read
+  // on S's (by the transfer, or by the dense / cast copy into `a`), the
+  // destination written on D's (by the transfer, or by the copy from `b`
+  // below), which also waits for the transfer (barrier) or follows it
+  // (synchronize). Keep each from being reused by its own stream before
+  // then: a block is only ever marked with a stream of its own device,
+  // because the allocator records the marking event with the block's device
+  // current, and the runtime refuses a record on another device's stream
+  // (107003). Blocks made here (`a`, `b`, a fresh `.to()` result) already
+  // belong to those streams: torch_npu's recordStream is not a no-op for a
+  // block's own stream (it costs an event record at the free, then
+  // polling), so they are not marked. Before 2026-12-07 only `a` and `b`
+  // were: a cast or strided source, or a destination written from `b`, was
+  // not (test_copies.py, test_blocks_freed_after_a_copy_on_side_streams).
+  record_use(src.storage().data_ptr(), src_stream);
+  if (!dst_is_fresh) record_use(dst.storage().data_ptr(), dst_stream);
   if (!direct) dst.copy_(b);  // same device: cast / broadcast / strides on D's current stream
 }
 

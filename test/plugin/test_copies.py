@@ -756,6 +756,60 @@ def test_destination_allocated_on_side_stream() -> None:
     assert torch.equal(reuse.cpu(), torch.full((N,), 7.0))
 
 
+SIDE_COPIES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "same-dtype": lambda x: x.to("npu:1", non_blocking=True),
+    "cast-before": lambda x: x.to("npu:1", torch.float16, non_blocking=True),
+    "cast-after": lambda x: x.to("npu:1", torch.float64, non_blocking=True),
+    "strided-source": lambda x: x[::2].to("npu:1", non_blocking=True),
+}
+SIDE_DESTINATIONS: dict[str, tuple[Callable[[], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "dense": (lambda: torch.zeros(N, device="npu:1"), lambda d: d),
+    "strided-view": (lambda: torch.zeros(2 * N, device="npu:1"), lambda d: d[::2]),
+    "cast-after": (lambda: torch.zeros(N, dtype=torch.float64, device="npu:1"), lambda d: d),
+    "broadcast": (lambda: torch.zeros(2, N, device="npu:1"), lambda d: d),
+}
+
+
+@pytest.mark.parametrize("case", [f"source-{k}" for k in SIDE_COPIES] + [f"destination-{k}" for k in SIDE_DESTINATIONS])
+def test_blocks_freed_after_a_copy_on_side_streams(case: str) -> None:
+    """The caller's source or destination, allocated on a default stream, is freed right after a copy made on
+    a busy side stream; the default stream allocates at once and may get the block.
+
+    The plugin marked only the blocks that crossed the link: a source read into a cast or dense temporary
+    first, or a destination written from a temporary after the transfer, was not marked with the stream that
+    used it, and its block was rewritten before (source: the copy read -5s) or after (destination: the new
+    tensor got the copy's values) its use.
+    """
+    side = torch.npu.Stream(device=int(case.startswith("destination")))
+    want = values()
+    x = want.to("npu:0")
+    copy = SIDE_COPIES.get(case.removeprefix("source-"), lambda t: t)
+    expected = copy(x).cpu()
+    torch.npu.synchronize(0)
+    aclsim.sleep(side.npu_stream if side.device_index == 0 else torch.npu.current_stream(0).npu_stream, WORK)
+    if case.startswith("source"):
+        with torch.npu.stream(side):
+            y = copy(x)
+        del x
+        reuse = torch.full((N,), -5.0, device="npu:0")  # npu:0's default stream: may reuse x's block
+        torch.npu.synchronize(0)
+        torch.npu.synchronize(1)
+        assert torch.equal(y.cpu(), expected), "the source's block was reused before the copy read it"
+        del reuse
+    else:
+        make, view = SIDE_DESTINATIONS[case.removeprefix("destination-")]
+        d = make()
+        torch.npu.synchronize(1)
+        with torch.npu.stream(side):
+            view(d).copy_(x)
+        n = d.numel() * d.element_size() // 4
+        del d
+        reuse = torch.full((n,), -7.0, device="npu:1")  # npu:1's default stream: may reuse d's block
+        torch.npu.synchronize(0)
+        torch.npu.synchronize(1)
+        assert torch.equal(reuse.cpu(), torch.full((n,), -7.0)), "the destination's block was written after reuse"
+
+
 # ------------------------------------------------------------------- other copies stay torch_npu's
 def test_same_device_h2d_d2h_unaffected() -> None:
     before = copies.status()
