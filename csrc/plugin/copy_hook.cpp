@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "copy_barrier.h"
+#include "external_stream.h"
 #include "queue_error.h"
 
 namespace torch_npu_ipc {
@@ -123,6 +124,19 @@ void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   // A destination whose elements share memory (an expanded view): torch's
   // TensorIterator refuses it for CPU and CUDA copies with this message.
   if (cross) at::assert_no_internal_overlap(self);
+  // A non_blocking copy between pinned host memory and an NPU whose current
+  // stream is an external one (ExternalStream, native path): torch_npu's
+  // host allocator records an event on the copy's stream when the pinned
+  // block is freed, refuses an external stream there, and the process
+  // aborts. It runs on a pool stream ordered with the external one instead.
+  const bool npu_self = self.device().type() == kNpu;
+  if (!cross && npu_self != (src.device().type() == kNpu) && (*stack)[stack->size() - 1].toBool()) {
+    const at::Tensor& host = npu_self ? src : self;
+    const c10_npu::NPUStream current = c10_npu::getCurrentNPUStream((npu_self ? self : src).device().index());
+    if (host.device().is_cpu() && is_external(current) && host.is_pinned()) {
+      return run_beside_external(current, [&] { delegate(n->copy, op, ks, stack); });
+    }
+  }
   bool ours = cross && plain_npu(self) && plain_npu(src) &&
               ensure_peer_access(src.device().index(), self.device().index());
   if (!ours) return delegate(n->copy, op, ks, stack);

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -130,6 +131,17 @@ void record_external_use(const c10::DataPtr& ptr, const c10_npu::NPUStream& exte
   const c10_npu::NPUStream marker = c10_npu::getNPUStreamFromPool(external.device_index());
   order_streams(marker.stream(/*need_empty=*/false), launched(external), external.device_index());
   c10_npu::NPUCachingAllocator::recordStream(ptr, marker);
+}
+
+void run_beside_external(const c10_npu::NPUStream& external, const std::function<void()>& f) {
+  const c10::DeviceIndex device = external.device_index();
+  const c10_npu::NPUStream beside = c10_npu::getNPUStreamFromPool(device);
+  order_streams(launched(beside), launched(external), device);
+  {
+    c10::StreamGuard guard(beside.unwrap());
+    f();
+  }
+  order_streams(launched(external), launched(beside), device);  // f's work reaches the runtime first
 }
 
 StreamRef stream_from_external(aclrtStream stream, c10::DeviceIndex device) {

@@ -15,6 +15,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/Allocator.h>
 
+#include <functional>
 #include <string>
 
 #include "npu_stream.h"
@@ -37,6 +38,15 @@ bool is_external(const c10_npu::NPUStream& stream);
 // deleter, that aborts the process. A pool stream of the device, made to wait
 // for the work queued on `external` so far, carries the mark instead.
 void record_external_use(const c10::DataPtr& ptr, const c10_npu::NPUStream& external);
+
+// Runs `f` (work torch_npu queues on the current stream) with a pool stream
+// of `external`'s device current instead of `external`, ordered after the
+// work queued on `external` so far, then orders `external` after it. For
+// what torch_npu cannot do on an external stream at all: a non_blocking copy
+// with pinned host memory, whose host allocator records an event on the
+// copy's stream when the pinned block is freed and aborts the process on an
+// external one (copy_hook.cpp).
+void run_beside_external(const c10_npu::NPUStream& external, const std::function<void()>& f);
 
 // torch_npu's stream for the foreign `stream` on `device` (the same stream
 // each time for the same pointer and device). Throws when the entry point is

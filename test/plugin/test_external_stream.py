@@ -831,6 +831,54 @@ def _run_fresh(code: str, *args: str, hide: str | None = None, env: dict[str, st
     return proc.stdout
 
 
+_PINNED_COPIES = r"""
+import gc, sys
+import torch_npu_ipc
+import torch
+import aclsim
+sys.path[:0] = sys.argv[1:3]
+from other_lib import D2D, OtherLib
+
+WORK = float(sys.argv[3])
+
+lib = OtherLib()
+torch.npu.set_device(0)
+ptr = lib.create_stream(0)
+ext = torch_npu_ipc.ExternalStream(ptr)
+assert ext.native, "this test is about the native path"
+src = torch.arange(8.0, device="npu:0")
+d = torch.zeros(8, device="npu:0")
+torch.npu.synchronize()
+aclsim.sleep(ptr, WORK)
+lib.copy_async(d.data_ptr(), src.data_ptr(), 32, D2D, ptr)  # the library's write, behind its slow work
+pinned = torch.full((8,), -1.0).pin_memory()
+with torch.npu.stream(ext):
+    back = d.to("cpu", non_blocking=True)  # after the library's write: ext's order
+    d.copy_(pinned, non_blocking=True)  # after the read above
+    up = pinned.to("npu:0", non_blocking=True)
+ext.synchronize()
+assert back.is_pinned() and back.tolist() == [float(i) for i in range(8)], back
+assert d.tolist() == [-1.0] * 8 and up.tolist() == [-1.0] * 8
+del back, pinned  # torch_npu's host allocator records on the copies' streams here
+gc.collect()
+torch.npu.synchronize()
+print("freed", flush=True)
+"""
+
+
+@requires_aclsim
+@requires_native
+def test_pinned_non_blocking_copies_with_ext_current() -> None:
+    """Native path: non_blocking copies between pinned host memory and the NPU with ext current.
+
+    torch_npu's host allocator records an event on each copy's stream when the pinned block is freed and
+    refuses an external stream: the process ended there (exit code 134, "External NPU stream is not
+    supported in NPUEvent::record"). The copies now run on a pool stream ordered with ext.
+    """
+    here = Path(__file__).resolve().parent
+    assert "freed" in _run_fresh(_PINNED_COPIES, str(here), str(here.parent), str(WORK))
+
+
 def _guard_outcomes(kind: str) -> dict[str, str]:
     return json.loads(_run_fresh(_GUARD_SCENARIOS, kind).strip().splitlines()[-1])
 
