@@ -905,6 +905,9 @@ def test_record_covers_queued_work_on_a_non_current_device(stream_device: int, c
     s = torch.npu.Stream(device=stream_device)
     other = torch.npu.Stream(device=stream_device)
     x = torch.zeros(1 << 14, device=f"npu:{stream_device}")
+    # The zeros run on the default stream, which nothing below orders with s:
+    # left queued, they could land after the first fill (seen once on CI's 2 cores).
+    torch.npu.synchronize(stream_device)
     stale = []
     for i in range(1, 151):
         e = Event(interprocess=True)
