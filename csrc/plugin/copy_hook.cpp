@@ -132,9 +132,12 @@ void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   const bool npu_self = self.device().type() == kNpu;
   if (!cross && npu_self != (src.device().type() == kNpu) && (*stack)[stack->size() - 1].toBool()) {
     const at::Tensor& host = npu_self ? src : self;
-    const c10_npu::NPUStream current = c10_npu::getCurrentNPUStream((npu_self ? self : src).device().index());
-    if (host.device().is_cpu() && is_external(current) && host.is_pinned()) {
-      return run_beside_external(current, [&] { delegate(n->copy, op, ks, stack); });
+    // Cheapest checks first: without native external streams there is nothing to look up.
+    if (host.device().is_cpu() && has_stream_from_external()) {
+      const c10_npu::NPUStream current = c10_npu::getCurrentNPUStream((npu_self ? self : src).device().index());
+      if (is_external(current) && host.is_pinned()) {
+        return run_beside_external(current, [&] { delegate(n->copy, op, ks, stack); });
+      }
     }
   }
   bool ours = cross && plain_npu(self) && plain_npu(src) &&

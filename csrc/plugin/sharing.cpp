@@ -78,6 +78,9 @@ struct Inflight {
   Ref ref;
   std::shared_ptr<IpcEvent> event;
   Clock::time_point sent;
+
+  // A forward's receiver still needs this process's event (the slot is in another process's table).
+  bool is_forward(int32_t me) const { return event != nullptr && ref.table->owner_pid() != me; }
 };
 
 struct State {
@@ -351,7 +354,7 @@ Descriptor share_storage(const c10::Storage& storage) {
   std::optional<c10_npu::NPUStream> received_on;
   if (current.get_deleter() == &received_deleter) {
     // Forwarding a tensor this process received: describe the original block
-    // and take a slot in the original producer's table.
+    // and take a slot in one of the original producer's tables.
     auto* r = static_cast<Received*>(current.get_context());
     {
       std::lock_guard<std::mutex> lock(r->mu);
@@ -630,8 +633,7 @@ int64_t withdraw_unreceived_forwards() {
   const int32_t me = own_pid();
   int64_t withdrawn = 0;
   for (const auto& f : s.inflight) {
-    const bool forward = f.event != nullptr && f.ref.table->owner_pid() != me;
-    withdrawn += forward && f.ref.table->reclaim_unclaimed(f.ref.slot);
+    withdrawn += f.is_forward(me) && f.ref.table->reclaim_unclaimed(f.ref.slot);
   }
   prune_inflight_locked(s, /*full=*/true);
   return withdrawn;
@@ -668,7 +670,7 @@ SharingStats sharing_stats() {
     st.fenced_slots += c.fenced;
   }
   for (const auto& f : s.inflight) {  // pruned above: each is still Sent
-    st.unreceived_forwards += f.event != nullptr && f.ref.table->owner_pid() != me;
+    st.unreceived_forwards += f.is_forward(me);
   }
   st.fallback_syncs = s.fallback_syncs;
   st.out_of_events_sends = s.out_of_events_sends;
