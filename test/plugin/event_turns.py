@@ -47,6 +47,9 @@ class Actor:
     def __init__(self, me: int, t: torch.Tensor, inbox: Inbox, peer: Any) -> None:
         self.me, self.t, self.inbox, self.peer = me, t, inbox, peer
         self.local = torch.zeros(N, device="npu:1")  # T's stand-in for turns on npu:1 (and npu:1 initialized)
+        # The zeros run on npu:1's default stream, which no turn's stream waits for: left queued, they could
+        # land after a first turn's copy into local (test_events_threads.py makes an Actor right before playing).
+        torch.npu.synchronize(1)
         self.streams = streams_per_device()
 
     def receive(self, pid: int, device: int) -> Event:

@@ -874,6 +874,9 @@ def test_streams_of_devices_other_than_the_current_one() -> None:
     s1 = torch.npu.Stream(device=1)
     s2 = torch.npu.Stream(device=2)
     x = torch.zeros(8, device="npu:1")
+    # The zeros run on npu:1's default stream, which nothing orders with s1: only the WORK below
+    # kept them ahead of the fill (a default stream delayed past it left x at 0).
+    torch.npu.synchronize(1)
     e = Event(interprocess=True)
     with torch.npu.stream(s1):
         t0 = time.monotonic()

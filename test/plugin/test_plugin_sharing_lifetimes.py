@@ -509,7 +509,11 @@ def _record_stream_producer(q: Any, back: Any) -> None:
 
 def _record_stream_receiver(q: Any, back: Any, how: str) -> None:
     x = torch_npu_ipc.import_tensor(get(q))
-    side = _side_stream_busy(1.5)
+    side = torch.npu.Stream(device=0)
+    # Only the receiving (current) stream waits for the producer's write: without this, only the
+    # sleep below kept side's read behind it (a producer's device 2 s behind gave y wrong values).
+    side.wait_stream(torch.npu.current_stream(0))
+    aclsim.sleep(side.npu_stream, 1.5)
     with torch.npu.stream(side):
         if how == "record_stream":
             y = x * 2
