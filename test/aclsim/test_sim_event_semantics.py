@@ -29,6 +29,12 @@ from simacl import (
 
 pytestmark = requires_aclsim
 
+# Device work that a wrongly bound wait would hold a stream for, and the bound on a host sync that tells
+# that apart from a wait bound to nothing (or to a record that already ran). The sync still involves
+# waking threads: FAST leaves a loaded machine hundreds of ms for that, BUSY keeps a real wait far above.
+BUSY = 0.8
+FAST = BUSY / 2
+
 
 def semantics_worker(flags: int, results: Any) -> None:
     """Checks query/wait/record semantics for one kind of event; asserts in-process."""
@@ -47,26 +53,26 @@ def semantics_worker(flags: int, results: Any) -> None:
 
     # A wait issued before any record is a no-op, even when a record is
     # issued right after it on a busy stream.
-    acl.sleep(a, 0.3)
+    acl.sleep(a, BUSY)
     acl.wait(b, ev)
     acl.record(ev, a)
     t = now()
     acl.sync_stream(b)
     out["noop_wait_release"] = now() - t
-    assert out["noop_wait_release"] < 0.15, out
-    assert acl.stream_busy(a), "stream A should still run its 0.3 s of work"
+    assert out["noop_wait_release"] < FAST, out
+    assert acl.stream_busy(a), f"stream A should still run its {BUSY} s of work"
     assert acl.query_status(ev) == RECORDED_NOT_READY
     acl.sync_stream(a)
     assert acl.query_status(ev) == RECORDED_COMPLETE
 
     # A wait binds to the record current when it is ISSUED: record #1 at
-    # ~0.2 s, wait issued on B, then record #2 at ~0.5 s. B is released by
-    # record #1 while A still works toward record #2.
+    # ~0.2 s, wait issued on B, then record #2 at ~0.2 s + BUSY. B is
+    # released by record #1 while A still works toward record #2.
     t0 = now()
     acl.sleep(a, 0.2)
     acl.record(ev, a)
     acl.wait(b, ev)
-    acl.sleep(a, 0.3)
+    acl.sleep(a, BUSY)
     acl.record(ev, a)
     assert acl.query_status(ev) == RECORDED_NOT_READY
     acl.sync_stream(b)
@@ -74,17 +80,17 @@ def semantics_worker(flags: int, results: Any) -> None:
     a_busy_when_b_released = acl.stream_busy(a)
     acl.sync_stream(a)
     out["second_record_done"] = now() - t0
-    assert 0.19 <= out["bound_wait_release"] < 0.45, out
+    assert 0.19 <= out["bound_wait_release"] < 0.2 + FAST, out
     assert a_busy_when_b_released, f"B waited for the second record: {out}"
-    assert out["second_record_done"] >= 0.49, out
+    assert out["second_record_done"] >= 0.19 + BUSY, out
     assert acl.query_status(ev) == RECORDED_COMPLETE
 
     # A wait issued after the latest record already ran costs nothing.
-    acl.sleep(a, 0.3)
+    acl.sleep(a, BUSY)
     acl.wait(b, ev)
     t = now()
     acl.sync_stream(b)
-    assert now() - t < 0.15
+    assert now() - t < FAST
     acl.sync_stream(a)
 
     # Host synchronize on a re-recorded event waits for the latest record.
@@ -93,7 +99,7 @@ def semantics_worker(flags: int, results: Any) -> None:
     t = now()
     acl.check(acl.aclrtSynchronizeEvent(ev), "aclrtSynchronizeEvent")
     out["event_sync"] = now() - t
-    assert 0.19 <= out["event_sync"] < 0.6, out
+    assert 0.19 <= out["event_sync"] < 0.2 + BUSY, out
     acl.check(acl.aclrtDestroyEvent(ev), "aclrtDestroyEvent")
     results.put(out)
 
@@ -115,6 +121,9 @@ def timing_worker(results: Any) -> None:
     e1 = acl.create_event(ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE)
     e2 = acl.create_event(ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE)
     acl.record(e1, s)
+    # aclsim counts a sleep on an idle stream from its launch but stamps a record when the stream's thread
+    # runs it: a thread late to run e1 (a loaded machine) made the interval shorter than the work.
+    acl.sync_stream(s)
     acl.sleep(s, 0.2)
     acl.record(e2, s)
     ms = ctypes.c_float(-1)
@@ -133,7 +142,7 @@ def test_elapsed_time_reflects_simulated_work() -> None:
     run([(timing_worker, (results,))])
     early, ms, ts = results.get(timeout=5)
     assert early != 0
-    assert 195.0 <= ms < 600.0
+    assert 195.0 <= ms < 1200.0  # generous above: the end record's thread may be late on a loaded machine
     assert ts > 0
 
 

@@ -22,6 +22,10 @@ pytestmark = requires_aclsim
 WORK = 0.3
 SLACK = 0.01  # simulated work never ends early; clock granularity only
 LATE = 1.0  # generous upper bound: the machine is shared and may be loaded
+# Two tests bound the wall time close to the device time (60 and 200 ms of slack), which one late wake-up
+# of a thread on a loaded machine exceeds; what they detect (streams run one after the other, drift
+# in every sleep) shows in every attempt. They measure again once when the first attempt is over.
+ATTEMPTS = 2
 
 
 def sleep_on(stream: torch.npu.Stream, seconds: float) -> float:
@@ -88,6 +92,7 @@ def test_elapsed_time_reflects_simulated_work() -> None:
     start = torch.npu.Event(enable_timing=True)
     end = torch.npu.Event(enable_timing=True)
     start.record(s)
+    start.synchronize()  # its timestamp is taken when it runs: a late thread would shorten the interval
     sleep_on(s, 0.2)
     end.record(s)
     end.synchronize()
@@ -125,11 +130,14 @@ def test_stream_wait_event_orders_streams() -> None:
 def test_two_streams_overlap() -> None:
     """Work on two streams runs concurrently: 2 x WORK finishes in about WORK."""
     s1, s2 = torch.npu.Stream(), torch.npu.Stream()
-    t = time.monotonic()
-    sleep_on(s1, WORK)
-    sleep_on(s2, WORK)
-    torch.npu.synchronize()
-    took = time.monotonic() - t
+    for _ in range(ATTEMPTS):
+        t = time.monotonic()
+        sleep_on(s1, WORK)
+        sleep_on(s2, WORK)
+        torch.npu.synchronize()
+        took = time.monotonic() - t
+        if took < 2 * WORK - 0.1:
+            break
     assert WORK - SLACK <= took < 2 * WORK - 0.1, f"streams ran serially ({took:.3f} s)"
     # The same work on one stream is serial.
     t = time.monotonic()
@@ -175,9 +183,12 @@ def test_back_to_back_work_keeps_device_time() -> None:
     s = torch.npu.current_stream()
     ptr = s.npu_stream
     n, each = 1000, 0.001
-    t = time.monotonic()
-    for _ in range(n):
-        aclsim.sleep(ptr, each)
-    s.synchronize()
-    took = time.monotonic() - t
+    for _ in range(ATTEMPTS):
+        t = time.monotonic()
+        for _ in range(n):
+            aclsim.sleep(ptr, each)
+        s.synchronize()
+        took = time.monotonic() - t
+        if took < n * each * 1.06:
+            break
     assert n * each - SLACK <= took < n * each * 1.06, f"{n} x {each * 1e3:.0f} ms of device work took {took:.3f} s"

@@ -504,6 +504,7 @@ def test_timing_event_on_ext(impl: str, raw: int) -> None:
     ext = torch_npu_ipc.ExternalStream(raw)
     start, end = torch_npu_ipc.Event(enable_timing=True), torch_npu_ipc.Event(enable_timing=True)
     start.record(ext)
+    start.synchronize()  # aclsim stamps a record when it runs: a late run would shorten the interval
     aclsim.sleep(raw, WORK)
     end.record(ext)
     end.synchronize()

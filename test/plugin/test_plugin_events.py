@@ -835,6 +835,7 @@ def test_non_interprocess_event_is_torch_npus() -> None:
     s = torch.npu.current_stream()
     a, b = Event(enable_timing=True), Event(enable_timing=True)
     a.record(s)
+    a.synchronize()  # aclsim stamps a record when it runs: a late run would shorten the interval below 50 ms
     aclsim.sleep(s.npu_stream, 0.05)
     b.record(s)
     b.synchronize()
@@ -1088,6 +1089,12 @@ def test_lazy_creation_makes_one_event_whatever_thread_comes_first() -> None:
     created = _C._event_stats()["created"]
     events = 20
     lost = []
+    # Every record below queues behind this one sleep: none has run when its handle is queried, even if a
+    # loaded machine stalls the rounds for a while. (A 0.2 s sleep per round gave each round's three
+    # threads and calls only 0.2 s before its record could run and make the query vacuous.)
+    gate = 2.0
+    t_gate = time.monotonic()
+    aclsim.sleep(s.npu_stream, gate)
     for i in range(events):
         e = Event(interprocess=True)
         start_line = threading.Barrier(4)
@@ -1102,16 +1109,19 @@ def test_lazy_creation_makes_one_event_whatever_thread_comes_first() -> None:
         threads = [threading.Thread(target=take_handle) for _ in range(3)]
         for th in threads:
             th.start()
-        aclsim.sleep(s.npu_stream, 0.2)
         start_line.wait()
         e.record(s)
         for th in threads:
             th.join(30)
         assert len(set(handles)) == 1, f"event {i}: threads got {len(set(handles))} different handles"
-        if Event.from_ipc_handle(0, handles[0]).query():  # the record has not run yet (sleep ahead of it)
+        if Event.from_ipc_handle(0, handles[0]).query():  # the record has not run yet (the gate is ahead of it)
             lost.append(i)
-        s.synchronize()
-    assert not lost, f"handles of {len(lost)} of {events} events name an event the record did not reach"
+    took = time.monotonic() - t_gate
+    s.synchronize()
+    assert not lost, (
+        f"handles of {len(lost)} of {events} events name an event the record did not reach "
+        f"(the rounds took {took:.2f} s of the {gate} s gate)"
+    )
     # One ACL event per Event object and one per opened copy.
     assert _C._event_stats()["created"] - created == 2 * events
 

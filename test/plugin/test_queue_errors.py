@@ -48,7 +48,12 @@ torch.sin(x)  # aclsim has no Sin: it fails in torch_npu's queue thread, after t
 time.sleep(0.3)  # the queue has failed
 if sys.argv[1] == "drop":
     del own  # the releaser drains the queue
-    time.sleep(0.5)
+    # It frees the slot after that drain took the report: wait for that, not a fixed time (a loaded
+    # machine can take longer to run the releaser thread, and the add below would then get the report).
+    deadline = time.monotonic() + 60
+    while torch_npu_ipc.sharing_stats()["live_slots"]:
+        assert time.monotonic() < deadline, "the releaser never released the received tensor"
+        time.sleep(0.01)
 reports = 0
 for step in ("add", "read", "item", "bool"):
     try:
