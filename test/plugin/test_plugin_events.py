@@ -1092,7 +1092,7 @@ def test_lazy_creation_makes_one_event_whatever_thread_comes_first() -> None:
     # Every record below queues behind this one sleep: none has run when its handle is queried, even if a
     # loaded machine stalls the rounds for a while. (A 0.2 s sleep per round gave each round's three
     # threads and calls only 0.2 s before its record could run and make the query vacuous.)
-    gate = 2.0
+    gate = 4.0  # 20 rounds took about 1 s on a loaded 2-core machine (49 ms each)
     t_gate = time.monotonic()
     aclsim.sleep(s.npu_stream, gate)
     for i in range(events):
