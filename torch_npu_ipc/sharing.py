@@ -506,6 +506,7 @@ def _warn_if_shared_tensors_alive() -> None:
             time.sleep(0.005)
             pending, unfenced, held, forwards = _exit_census()
         live = pending + held
+        _C._mark_exit_waited()  # receivers that find this process gone leave the warning to it
     except Exception:  # the runtime may already be finalized
         return
     if live:

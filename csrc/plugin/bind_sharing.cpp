@@ -81,6 +81,8 @@ void bind_sharing(py::module_& m) {
   m.def("_ipc_collect", released(&ipc_collect), py::arg("force") = false);
   m.def("_request_exit_fence", &request_exit_fence,
         "Ask receivers to fence the tensors of this process they still hold (the exit wait).");
+  m.def("_mark_exit_waited", &mark_exit_waited,
+        "The exit wait ended: receivers that find this process gone leave the warning to it.");
   m.def("_inflight_budget", &inflight_budget);
   m.def("_withdraw_unreceived_forwards", &withdraw_unreceived_forwards,
         "At exit: free the original producers' slots of forwards nobody received (they need this process's event).");

@@ -1,6 +1,7 @@
 #include "exit_fencer.h"
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "acl_device_guard.h"
@@ -63,6 +65,7 @@ class ExitFencer {
     std::shared_ptr<RefTable> table;
     std::unordered_set<Received*> held;
     uint32_t answered = 0;  // the table's latest fence request answered
+    bool warned_gone = false;  // the producer ended without its exit wait: said once
   };
   struct Asked {
     std::shared_ptr<RefTable> table;
@@ -79,6 +82,7 @@ class ExitFencer {
         if (by_table_.empty()) cv_.wait(lock, [this] { return !by_table_.empty(); });
       }
       answer();
+      warn_about_vanished_producers();
       std::this_thread::sleep_for(kFencePoll);
     }
   }
@@ -109,6 +113,32 @@ class ExitFencer {
       if (!synchronize_device(device)) fences_.fence(streams);
     }
     for (const auto& a : asked) a.table->mark_fenced(a.slot, a.request);
+  }
+
+  // A producer that ended without finishing its exit wait (killed, also
+  // during that wait, os._exit, a forked child, a multiprocessing.Pool
+  // terminated at the end of its `with` block) printed nothing, yet the
+  // memory of the tensors this process holds went with it on hardware. Say so once per producer: nothing
+  // else would (on aclsim the pages even stay readable).
+  void warn_about_vanished_producers() {
+    std::vector<std::pair<int32_t, size_t>> gone;  // (pid, tensors held)
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [name, entry] : by_table_) {
+        if (entry.warned_gone || entry.table->exit_waited() || entry.table->owner_alive()) continue;
+        entry.warned_gone = true;
+        gone.emplace_back(entry.table->owner_pid(), entry.held.size());
+      }
+    }
+    for (const auto& [pid, n] : gone) {
+      std::fprintf(stderr,
+                   "torch_npu_ipc: warning: process %d ended without its exit wait (killed, os._exit, a forked child, "
+                   "or a multiprocessing.Pool terminated at the end of its `with` block) while this process holds %zu "
+                   "tensor(s) it shared. Their memory belonged to it: on NPU hardware it is gone, so do not use them "
+                   "any more. clone() what you keep before the producer ends (see docs/sharing.md, When a peer "
+                   "dies).\n",
+                   static_cast<int>(pid), n);
+    }
   }
 
   // Waits for the work queued so far on `device`, after torch_npu's task

@@ -5,7 +5,10 @@
 // work queued so far on those tensors' devices, then marks their slots
 // (RefTable::mark_fenced). The producer's exit waits for those marks instead
 // of its whole held-tensor grace; work queued after that on a tensor of an
-// exiting producer reads memory that goes with it.
+// exiting producer reads memory that goes with it. A producer that ended
+// without finishing its exit wait (RefTable::exit_waited: killed, os._exit,
+// a terminated Pool worker) is reported once on stderr, with the count of
+// its tensors this process still holds.
 //
 // A thread of its own, not the releaser's: a long fence never holds back the
 // releases of other producers' tensors.

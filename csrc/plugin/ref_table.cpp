@@ -42,7 +42,7 @@ struct Header {
   int32_t owner_pid;
   uint32_t next_hint;
   uint32_t fence_request;  // the owner's latest exit fence request (0: none)
-  uint32_t unused;
+  uint32_t exit_waited;    // 1 once the owner's exit wait ended (it warned about what was still held)
 };
 
 // Header, then five words per slot, array by array: the state word; the
@@ -416,6 +416,12 @@ void RefTable::request_fence() {
   if (__atomic_add_fetch(&h->fence_request, 1, __ATOMIC_SEQ_CST) == 0) {
     __atomic_add_fetch(&h->fence_request, 1, __ATOMIC_SEQ_CST);  // 0 means none
   }
+}
+
+void RefTable::mark_exit_waited() { __atomic_store_n(&static_cast<Header*>(base_)->exit_waited, 1u, __ATOMIC_RELEASE); }
+
+bool RefTable::exit_waited() const {
+  return __atomic_load_n(&static_cast<Header*>(base_)->exit_waited, __ATOMIC_ACQUIRE) != 0;
 }
 
 uint32_t RefTable::fence_request() const {

@@ -144,6 +144,10 @@ class RefTable {
   void request_fence();
   // The owner's latest fence request (0: none).
   uint32_t fence_request() const;
+  // Owner, at the end of its exit wait (it then warns about what receivers
+  // still hold); a receiver that finds the owner gone without it warns instead.
+  void mark_exit_waited();
+  bool exit_waited() const;
   // Receiver, answering fence request `request`: the work queued on the
   // slot's device when it saw the request has run. No effect
   // on a slot that is not Claimed in this generation.

@@ -654,6 +654,15 @@ void request_exit_fence() {
   }
 }
 
+void mark_exit_waited() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int32_t me = own_pid();
+  for (const auto& t : s.tables) {
+    if (t->owner_pid() == me) t->mark_exit_waited();
+  }
+}
+
 SharingStats sharing_stats() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);

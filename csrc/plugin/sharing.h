@@ -90,6 +90,9 @@ int64_t withdraw_unreceived_forwards();
 // those they still hold: each receiver marks them once the work queued by
 // then on their devices has run (SharingStats::fenced_slots).
 void request_exit_fence();
+// At the end of the exit wait: receivers that find this process gone do not
+// warn about it (it warned itself).
+void mark_exit_waited();
 // SharingStats::out_of_events_sends alone (no pruning: cheap).
 int64_t sharing_out_of_events_sends();
 

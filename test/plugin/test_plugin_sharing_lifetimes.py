@@ -750,6 +750,101 @@ def test_a_forked_child_asks_no_fence_for_its_parent(tmp_path: Path) -> None:
     assert "torch_npu_ipc: warning" not in r.stderr, r.stderr[-3000:]
 
 
+VANISHED_PRODUCERS = """
+import os, re, signal, sys, time
+import torch_npu_ipc, torch
+import torch.multiprocessing as mp
+
+GONE = re.compile(r"torch_npu_ipc: warning: process (\\d+) ended without its exit wait .* holds (\\d+) tensor")
+
+def make(i):
+    return os.getpid(), torch.full((256,), float(i), device="npu:0")
+
+def producer(q, back):
+    q.put(torch.full((256,), 7.0, device="npu:0"))
+    back.get(timeout=120)  # the receiver may hold it or drop it; "exit" ends normally, else killed meanwhile
+
+def warnings_so_far(log):
+    return [(int(p), int(n)) for p, n in GONE.findall(open(log).read())]
+
+def wait_for_warning(log, pid, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [n for p, n in warnings_so_far(log) if p == pid]
+        if found:
+            return found
+        time.sleep(0.05)
+    return []
+
+def start_producer(ctx):
+    q, back = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=producer, args=(q, back))
+    p.start()
+    return p, q.get(timeout=120), back
+
+if __name__ == "__main__":
+    log = sys.argv[1]
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 2)  # this process's stderr, inherited by its children
+    ctx = mp.get_context("spawn")
+
+    # A Pool used as a context manager terminates its workers at the block's end.
+    with ctx.Pool(2) as pool:
+        out = pool.map(make, range(4))
+    workers = {pid for pid, _ in out}
+    for pid in workers:
+        held = sum(1 for p, _ in out if p == pid)
+        assert wait_for_warning(log, pid) == [held], (pid, held, open(log).read())
+    print("pool: warned", flush=True)
+
+    # Killed while this process holds its tensor: warned.
+    p, x, back = start_producer(ctx)
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(60)
+    assert wait_for_warning(log, p.pid) == [1], open(log).read()
+    print("killed while held: warned", flush=True)
+
+    # Killed after this process dropped its tensor: nothing to say.
+    p, x, back = start_producer(ctx)
+    del x
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(60)
+    time.sleep(1.0)  # the fencer looks every 20 ms
+    assert p.pid not in {q for q, _ in warnings_so_far(log)}, open(log).read()
+    print("killed after the drop: silent", flush=True)
+
+    # A normal exit while held: the producer says so itself, after its exit wait; this process adds nothing.
+    p, x, back = start_producer(ctx)
+    back.put("exit")
+    p.join(60)
+    time.sleep(1.0)
+    text = open(log).read()
+    assert "is exiting while 1 tensor(s) it shared" in text, text
+    assert p.pid not in {q for q, _ in warnings_so_far(log)}, text
+    print("normal exit: only the producer warned", flush=True)
+"""
+
+
+def test_a_receiver_warns_when_a_producer_vanishes(tmp_path: Path) -> None:
+    """A producer that ends without its exit wait (killed, a Pool's `with` block) while tensors are held: warned.
+
+    Its memory goes with it on hardware, and it printed nothing; on aclsim
+    the pages even stay readable. The receiver's fencer thread says so
+    once per producer, with the count it holds. A producer that exits
+    normally warns itself (no second warning), and one killed after the
+    receiver dropped everything leaves nothing to say.
+    """
+    script = tmp_path / "vanished_producers.py"  # a file: spawned children import their target from it
+    script.write_text(VANISHED_PRODUCERS)
+    log = tmp_path / "stderr.log"
+    r = subprocess.run(
+        [sys.executable, str(script), str(log)], check=False, capture_output=True, text=True, timeout=300
+    )
+    err = log.read_text() if log.exists() else ""
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}\n{err[-3000:]}"
+    assert "normal exit: only the producer warned" in r.stdout, r.stdout + err[-3000:]
+
+
 # ------------------------------------------------------------------- release with no fence
 MAX_EVENTS = 512  # ACLSIM_MAX_EVENTS for the next test: enough for torch_npu, few to exhaust
 
