@@ -1,8 +1,8 @@
 #include "exit_fencer.h"
 
 #include <chrono>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -118,8 +118,9 @@ class ExitFencer {
   // A producer that ended without finishing its exit wait (killed, also
   // during that wait, os._exit, a forked child, a multiprocessing.Pool
   // terminated at the end of its `with` block) printed nothing, yet the
-  // memory of the tensors this process holds went with it on hardware. Say so once per producer: nothing
-  // else would (on aclsim the pages even stay readable).
+  // memory of the tensors this process holds went with it on hardware. Say
+  // so once per producer: nothing else would (on aclsim the pages even stay
+  // readable).
   void warn_about_vanished_producers() {
     std::vector<std::pair<int32_t, size_t>> gone;  // (pid, tensors held)
     {
