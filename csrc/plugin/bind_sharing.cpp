@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "exit_fencer.h"
 #include "ipc_memory.h"
 #include "npu_format.h"
 #include "npu_stream.h"
@@ -83,6 +84,8 @@ void bind_sharing(py::module_& m) {
         "Ask receivers to fence the tensors of this process they still hold (the exit wait).");
   m.def("_mark_exit_waited", &mark_exit_waited,
         "The exit wait ended: receivers that find this process gone leave the warning to it.");
+  m.def("_quiet_vanished_producers", &quiet_vanished_producers,
+        "This process is exiting: producers that end from now on are not reported.");
   m.def("_inflight_budget", &inflight_budget);
   m.def("_withdraw_unreceived_forwards", &withdraw_unreceived_forwards,
         "At exit: free the original producers' slots of forwards nobody received (they need this process's event).");

@@ -1,5 +1,6 @@
 #include "exit_fencer.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -24,6 +25,8 @@ namespace {
 // While this process holds received tensors, it looks this often for their
 // producers' exit fence requests.
 constexpr auto kFencePoll = std::chrono::milliseconds(20);
+
+std::atomic<bool> g_quiet{false};  // quiet_vanished_producers() was called
 
 class ExitFencer {
  public:
@@ -122,6 +125,7 @@ class ExitFencer {
   // so once per producer: nothing else would (on aclsim the pages even stay
   // readable).
   void warn_about_vanished_producers() {
+    if (g_quiet.load(std::memory_order_relaxed)) return;
     std::vector<std::pair<int32_t, size_t>> gone;  // (pid, tensors held)
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -174,5 +178,7 @@ class ExitFencer {
 void hold_for_exit_fence(Received* r) { ExitFencer::get().hold(r); }
 
 void unhold_for_exit_fence(Received* r) { ExitFencer::get().unhold(r); }
+
+void quiet_vanished_producers() { g_quiet.store(true, std::memory_order_relaxed); }
 
 }  // namespace torch_npu_ipc

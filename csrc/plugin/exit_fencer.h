@@ -26,4 +26,11 @@ void hold_for_exit_fence(Received* r);
 // marked Releasing (a fence answered in between then leaves it alone).
 void unhold_for_exit_fence(Received* r);
 
+// This process is exiting (its own exit wait began): a producer that ends now
+// is most likely one this exit stops (multiprocessing terminates daemonic
+// children after atexit: a DataLoader's persistent workers, a Pool never
+// closed), and the tensors held die with this process anyway, so the
+// "ended without its exit wait" warning is no longer printed.
+void quiet_vanished_producers();
+
 }  // namespace torch_npu_ipc

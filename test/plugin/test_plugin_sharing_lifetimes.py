@@ -31,6 +31,9 @@
   held tensor's device ran, also on a side stream it was never recorded on;
   answering it holds back no other producer's release, and a forked child's
   exit asks nothing for its parent's tensors.
+- A producer that ends without its exit wait is reported by a receiver
+  holding its tensors, except once the receiver itself is exiting
+  (multiprocessing terminating a DataLoader's persistent workers).
 """
 
 from __future__ import annotations
@@ -843,6 +846,56 @@ def test_a_receiver_warns_when_a_producer_vanishes(tmp_path: Path) -> None:
     err = log.read_text() if log.exists() else ""
     assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}\n{err[-3000:]}"
     assert "normal exit: only the producer warned" in r.stdout, r.stdout + err[-3000:]
+
+
+PRODUCERS_STOPPED_BY_THE_EXIT = """
+import atexit, time
+atexit.register(time.sleep, 1.0)  # registered first, runs last: the fencer has time to see the workers gone
+
+import torch_npu_ipc, torch
+import torch.multiprocessing as mp
+
+def make(i):
+    return torch.full((256,), float(i), device="npu:0")
+
+class Items(torch.utils.data.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return torch.full((256,), float(i), device="npu:0")
+
+def worker_init(_):
+    import torch_npu_ipc
+
+if __name__ == "__main__":
+    pool = mp.get_context("spawn").Pool(1)  # never closed: terminated by multiprocessing at exit
+    out = pool.map(make, range(2))
+    loader = torch.utils.data.DataLoader(
+        Items(), batch_size=2, num_workers=1, persistent_workers=True, multiprocessing_context="spawn",
+        worker_init_fn=worker_init,
+    )
+    for batch in loader:  # the last batch stays bound, as in any training script
+        pass
+    assert [float(t[0]) for t in out] == [0.0, 1.0] and float(batch[1, 0]) == 3.0
+    print("done", flush=True)
+"""
+
+
+def test_producers_stopped_by_the_receivers_exit_are_not_reported(tmp_path: Path) -> None:
+    """Daemonic producers multiprocessing terminates at the receiver's exit: no "ended without its exit wait".
+
+    A DataLoader's persistent workers and a Pool never closed are stopped
+    after atexit, while the main process still holds their last tensors
+    (the last batch stays bound): the warning would follow every such
+    program, though nothing can use those tensors any more.
+    """
+    script = tmp_path / "stopped_by_the_exit.py"  # a file: spawned children import their target from it
+    script.write_text(PRODUCERS_STOPPED_BY_THE_EXIT)
+    r = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr[-3000:]}"
+    assert "done" in r.stdout, r.stdout + r.stderr[-3000:]
+    assert "ended without its exit wait" not in r.stderr, r.stderr[-3000:]
 
 
 # ------------------------------------------------------------------- release with no fence
