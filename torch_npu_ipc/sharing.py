@@ -481,6 +481,28 @@ def _exit_census() -> tuple[int, int, int, int]:
     return pending, held - int(st["fenced_slots"]), held, int(st["unreceived_forwards"])
 
 
+def _exit_warning(held: int, pending: int) -> str:
+    # What the exit says about the tensors it shared that are still out: how
+    # many receivers hold, how many nobody received (or released) yet, and
+    # the usual cause of each with its remedy.
+    text = (
+        f"torch_npu_ipc: warning: this process is exiting while {held + pending} tensor(s) it shared are still "
+        f"held by other processes ({held}) or not yet received or released ({pending}). Their memory belongs to "
+        "this process: on NPU hardware it is released with it, so receivers must not use those tensors any more."
+    )
+    if held:
+        text += (
+            " Held: keep this process alive until its receivers are done with them (for a DataLoader's last "
+            "batch, still bound when non-persistent workers end: persistent_workers=True, or drop the batch first)."
+        )
+    if pending:
+        text += (
+            " Not received: tensors nobody will take (a loop left early) cost this exit a wait of "
+            f"TORCH_NPU_IPC_EXIT_GRACE_MS ({round(EXIT_GRACE_S * 1000)} ms here): set it to 0 for such programs."
+        )
+    return text + " See docs/sharing.md, When a peer dies."
+
+
 @atexit.register
 def _warn_if_shared_tensors_alive() -> None:
     # A receiver's release reaches the producer after its stream ran past the
@@ -517,12 +539,7 @@ def _warn_if_shared_tensors_alive() -> None:
     except Exception:  # the runtime may already be finalized
         return
     if live:
-        print(
-            f"torch_npu_ipc: warning: this process is exiting while {live} tensor(s) it shared are still held by "
-            "other processes or not yet received. Their memory belongs to this process: on NPU hardware it is "
-            "released with it, so receivers must not use those tensors any more (see docs/sharing.md).",
-            file=sys.stderr,
-        )
+        print(_exit_warning(held, pending), file=sys.stderr)
     if forwards:
         try:
             forwards = _C._withdraw_unreceived_forwards()

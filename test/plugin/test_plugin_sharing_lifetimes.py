@@ -898,6 +898,19 @@ def test_producers_stopped_by_the_receivers_exit_are_not_reported(tmp_path: Path
     assert "ended without its exit wait" not in r.stderr, r.stderr[-3000:]
 
 
+@pytest.mark.mode_independent
+def test_the_exit_warning_names_each_kinds_remedy() -> None:
+    """The producer's exit warning counts held and unreceived tensors apart, with the remedy of each kind present."""
+    held = torch_npu_ipc.sharing._exit_warning(1, 0)
+    assert "exiting while 1 tensor(s)" in held and "(1) or not yet received or released (0)" in held, held
+    assert "persistent_workers=True" in held and "TORCH_NPU_IPC_EXIT_GRACE_MS" not in held, held
+    pending = torch_npu_ipc.sharing._exit_warning(0, 3)
+    assert "exiting while 3 tensor(s)" in pending and "TORCH_NPU_IPC_EXIT_GRACE_MS (" in pending, pending
+    assert "persistent_workers" not in pending, pending
+    both = torch_npu_ipc.sharing._exit_warning(2, 2)
+    assert "exiting while 4 tensor(s)" in both and "persistent_workers" in both and "EXIT_GRACE_MS" in both, both
+
+
 # ------------------------------------------------------------------- release with no fence
 MAX_EVENTS = 512  # ACLSIM_MAX_EVENTS for the next test: enough for torch_npu, few to exhaust
 
