@@ -100,6 +100,29 @@ def test_elapsed_time_reflects_simulated_work() -> None:
     assert 200 - 1e3 * SLACK <= ms < 200 + 1e3 * LATE
 
 
+def test_a_record_is_stamped_when_the_device_reaches_it() -> None:
+    """A record's timestamp is the device's time when it reached the record, not when the stream's thread woke.
+
+    On a fresh (idle) stream the first task waits for its worker thread to
+    wake; the work after it still counts from its launch. Stamping the
+    record with the host's clock when the thread ran it shortened the
+    interval by the wake-up latency, on a loaded machine by tens of ms.
+    """
+    work = 0.05
+    short = []
+    for _ in range(10):
+        s = torch.npu.Stream()  # idle: its worker sleeps until the record arrives
+        start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+        start.record(s)
+        sleep_on(s, work)
+        end.record(s)
+        end.synchronize()
+        ms = start.elapsed_time(end)
+        if ms < 1e3 * (work - SLACK):
+            short.append(round(ms, 2))
+    assert not short, f"intervals shorter than the {1e3 * work:.0f} ms of work between the records: {short}"
+
+
 def test_stream_wait_event_orders_streams() -> None:
     """s2.wait_event(ev) holds s2 until s1's record ran; s2 work queued after it runs after."""
     s1, s2 = torch.npu.Stream(), torch.npu.Stream()

@@ -250,7 +250,9 @@ aclError EventCore::record(Stream& stream) {
   // The task holds the core, so the table stays mapped even if the event is
   // destroyed before the record ran.
   aclError rc = stream.enqueue("aclrtRecordEvent", [slot, self = shared_from_this()] {
-    slot->done_ns.store(now_ns());
+    // The device's time when it reached the record (see device_now), not when the worker woke.
+    slot->done_ns.store(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(device_now().time_since_epoch()).count()));
     slot->state.store(kDone, std::memory_order_release);
     futex_wake_all(&slot->state);
     return ACL_SUCCESS;

@@ -40,6 +40,12 @@ void spend_device_time(std::chrono::nanoseconds duration) {
   task->spent_at = Clock::now();
 }
 
+std::chrono::steady_clock::time_point device_now() {
+  const TaskClock* task = running_task;
+  if (task == nullptr) return Clock::now();
+  return task->spent_until == Clock::time_point{} ? task->start : task->spent_until;
+}
+
 Stream::Stream(int device, bool is_default)
     : device_(device), is_default_(is_default), worker_([this] { run(); }) {}
 

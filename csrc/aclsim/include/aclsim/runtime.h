@@ -84,6 +84,13 @@ ACLSIM_API aclError enqueue(aclrtStream stream, const char* what, Task task);
 // stream worker it just sleeps.
 ACLSIM_API void spend_device_time(std::chrono::nanoseconds duration);
 
+// The device's clock as seen by the task running on this stream worker
+// thread: when the task could start on the device, plus the device time it
+// spent so far. An event record stamps this, as the device stamps a record
+// when it reaches it: a worker thread the OS woke late does not shorten the
+// interval between two records. Outside a stream worker: the host's clock.
+ACLSIM_API std::chrono::steady_clock::time_point device_now();
+
 // Simulated device time charged to every operator launch (seconds, from
 // ACLSIM_OP_COST_US; 0 by default).
 ACLSIM_API double op_cost_seconds();
