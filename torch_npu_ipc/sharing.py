@@ -514,13 +514,11 @@ def _warn_if_shared_tensors_alive() -> None:
     # holds may be read by work its stream has queued (a DataLoader's last
     # batch, still computing): receivers are asked to fence those, and the
     # exit waits for their answers up to EXIT_HELD_GRACE_S.
-    try:
-        # As a receiver: producers that end from now on are most likely stopped by this exit
-        # (multiprocessing terminates daemonic children after atexit: a DataLoader's persistent
-        # workers, a Pool never closed), and what this process holds dies with it: no warning.
-        _C._quiet_vanished_producers()
-    except Exception:
-        pass
+    # As a receiver: producers that end from now on are most likely stopped by this exit
+    # (multiprocessing terminates daemonic children after atexit: a DataLoader's persistent
+    # workers, a Pool never closed), and what this process holds dies with it: no warning.
+    # (An atomic store: nothing here can fail, finalized runtime or not.)
+    _C._quiet_vanished_producers()
     if os.getpid() != _IMPORTED_BY:
         return
     try:

@@ -368,10 +368,9 @@ Descriptor share_storage(const c10::Storage& storage) {
     SlotRef slot;
     const uint64_t tag = r->ref.table->tag(r->ref.slot);
     TORCH_CHECK(tag != 0, "cannot forward this tensor: its reference slot was reclaimed by the producer");
+    const uint64_t fingerprint = block_fingerprint(d);
     std::shared_ptr<RefTable> table = r->ref.table;
-    if (!table->take(&slot, tag, block_fingerprint(d))) {
-      table = r->ref.table->take_in_sibling(&slot, tag, block_fingerprint(d));
-    }
+    if (!table->take(&slot, tag, fingerprint)) table = r->ref.table->take_in_sibling(&slot, tag, fingerprint);
     TORCH_CHECK(table != nullptr, "cannot forward this tensor: every reference table of its producer (pid ",
                 r->ref.table->owner_pid(), ") is full, ", RefTable::kSlots,
                 " tensors each held by receivers or on their way (a producer adds tables only for its own sends): "
