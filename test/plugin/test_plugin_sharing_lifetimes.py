@@ -783,7 +783,11 @@ def start_producer(ctx):
     q, back = ctx.Queue(), ctx.Queue()
     p = ctx.Process(target=producer, args=(q, back))
     p.start()
-    return p, q.get(timeout=120), back
+    x = q.get(timeout=120)
+    # The producer's record must have run before it is killed: a wait on the record of a process that
+    # died first fails this process's stream for good (aclsim, as a dead recorder's event never completes).
+    torch.npu.synchronize()
+    return p, x, back
 
 if __name__ == "__main__":
     log = sys.argv[1]
@@ -794,6 +798,7 @@ if __name__ == "__main__":
     # A Pool used as a context manager terminates its workers at the block's end.
     with ctx.Pool(2) as pool:
         out = pool.map(make, range(4))
+        torch.npu.synchronize()  # the workers' records ran before they are terminated, as in start_producer
     workers = {pid for pid, _ in out}
     for pid in workers:
         held = sum(1 for p, _ in out if p == pid)
