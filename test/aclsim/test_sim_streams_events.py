@@ -8,6 +8,9 @@ before each call: work launched earlier is then ordered before the sleep.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -215,3 +218,41 @@ def test_back_to_back_work_keeps_device_time() -> None:
         if took < n * each * 1.06:
             break
     assert n * each - SLACK <= took < n * each * 1.06, f"{n} x {each * 1e3:.0f} ms of device work took {took:.3f} s"
+
+
+JITTER = r"""
+import torch, torch_npu
+s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+x = torch.zeros(1024, device="npu:0")
+torch.npu.synchronize()
+start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+with torch.npu.stream(s1):
+    start.record()
+    for _ in range(40):
+        x.add_(1)
+    end.record()
+with torch.npu.stream(s2):
+    s2.wait_event(end)
+    y = x * 2
+torch.npu.synchronize()
+print(start.elapsed_time(end), y.min().item(), y.max().item())
+"""
+
+
+@pytest.mark.mode_independent
+def test_jitter_delays_each_task_and_keeps_every_order() -> None:
+    """ACLSIM_JITTER_US spends up to that much device time, at random, before each task; orders still hold.
+
+    A race finder: a program whose result depends on which of two unordered
+    streams runs first gives different answers under it. 40 adds with up to
+    20 ms each take about 0.4 s of device time (under 0.1 s only with odds
+    below 1e-20), and the stream that waits for them sees all 40.
+    """
+    env = {**os.environ, "ACLSIM_JITTER_US": "20000", "ACLSIM_JITTER_SEED": "7"}
+    proc = subprocess.run(
+        [sys.executable, "-c", JITTER], env=env, check=False, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    elapsed_ms, lo, hi = (float(v) for v in proc.stdout.split())
+    assert lo == hi == 80.0, f"the waiting stream read {lo}..{hi}, not 2 x 40"
+    assert elapsed_ms >= 100.0, f"40 tasks with up to 20 ms of jitter each took {elapsed_ms:.1f} ms of device time"

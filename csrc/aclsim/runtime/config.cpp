@@ -24,6 +24,8 @@ Config load() {
   c.device_memory = static_cast<size_t>(env_long("ACLSIM_DEVICE_MEMORY_MB", 16384, 64, 1 << 20)) << 20;
   c.op_cost_seconds = static_cast<double>(env_long("ACLSIM_OP_COST_US", 0, 0, 10'000'000)) * 1e-6;
   c.launch_cost_seconds = static_cast<double>(env_long("ACLSIM_LAUNCH_COST_US", 0, 0, 10'000'000)) * 1e-6;
+  c.jitter_us = env_long("ACLSIM_JITTER_US", 0, 0, 10'000'000);
+  c.jitter_seed = static_cast<unsigned long>(env_long("ACLSIM_JITTER_SEED", 0, 0, 1L << 62));
   c.max_ipc_events = static_cast<int>(env_long("ACLSIM_MAX_IPC_EVENTS", kMaxIpcEvents, 1, kMaxIpcEvents));
   c.max_events = static_cast<int>(env_long("ACLSIM_MAX_EVENTS", kMaxEvents, 1, kMaxEvents));
   c.event_limit_error = static_cast<int>(env_long("ACLSIM_EVENT_LIMIT_ERROR", 207007, 100000, 599999));

@@ -4,6 +4,10 @@
 //   ACLSIM_SOC            SoC name reported by aclrtGetSocName (default Ascend910B1)
 //   ACLSIM_DEVICE_MEMORY_MB  simulated HBM per device (default 16384)
 //   ACLSIM_OP_COST_US     simulated device time of every operator (default 0)
+//   ACLSIM_JITTER_US      up to this much simulated device time, drawn at
+//                         random, before every stream task (default 0): a
+//                         race finder, streams' relative speed keeps changing
+//   ACLSIM_JITTER_SEED    seed of those draws (default: a new one per process)
 //   ACLSIM_MAX_IPC_EVENTS IPC events alive per device (1..65536, default
 //                         65536, CANN's limit); creating one more fails with
 //                         ACL_ERROR_RT_NO_EVENT_RESOURCE
@@ -35,6 +39,8 @@ struct Config {
   size_t device_memory = size_t{16} << 30;
   double op_cost_seconds = 0.0;
   double launch_cost_seconds = 0.0;
+  long jitter_us = 0;
+  unsigned long jitter_seed = 0;  // 0: drawn per process
   bool trace_events = false;
   int max_ipc_events = kMaxIpcEvents;
   int max_events = kMaxEvents;

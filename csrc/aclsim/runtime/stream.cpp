@@ -1,9 +1,12 @@
 #include "stream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <random>
 #include <thread>
 
+#include "config.h"
 #include "device.h"
 #include "no_destructor.h"
 
@@ -25,6 +28,14 @@ struct TaskClock {
   Clock::time_point spent_at{};     // real time when that spending returned
 };
 thread_local TaskClock* running_task = nullptr;
+
+// ACLSIM_JITTER_US: each stream draws its own sequence, from the process's
+// seed (ACLSIM_JITTER_SEED, else a random one) and the stream's creation rank.
+std::mt19937_64 jitter_rng() {
+  static const uint64_t base = config().jitter_seed != 0 ? config().jitter_seed : std::random_device{}();
+  static std::atomic<uint64_t> streams{0};
+  return std::mt19937_64(base * 0x9E3779B97F4A7C15ULL + streams.fetch_add(1, std::memory_order_relaxed));
+}
 
 }  // namespace
 
@@ -72,6 +83,9 @@ aclError Stream::enqueue(const char* what, Task task) {
 
 void Stream::run() {
   set_current_device(device_);
+  const long jitter_us = config().jitter_us;
+  std::mt19937_64 rng = jitter_us > 0 ? jitter_rng() : std::mt19937_64{};
+  std::uniform_int_distribution<long> jitter(0, jitter_us);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
@@ -86,6 +100,7 @@ void Stream::run() {
       TaskClock clock{std::max(item.launched, device_clock_)};
       running_task = &clock;
       const Clock::time_point t0 = Clock::now();
+      if (jitter_us > 0) spend_device_time(std::chrono::microseconds(jitter(rng)));
       rc = item.task();
       const Clock::time_point t1 = Clock::now();
       running_task = nullptr;
