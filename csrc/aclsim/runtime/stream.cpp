@@ -30,8 +30,9 @@ struct TaskClock {
 thread_local TaskClock* running_task = nullptr;
 
 // ACLSIM_JITTER_US: each stream draws its own sequence, from the process's
-// seed (ACLSIM_JITTER_SEED, else a random one) and the stream's creation rank.
+// seed (ACLSIM_JITTER_SEED, else a random one) and its creation rank.
 std::mt19937_64 jitter_rng() {
+  if (config().jitter_us == 0) return std::mt19937_64{};
   static const uint64_t base = config().jitter_seed != 0 ? config().jitter_seed : std::random_device{}();
   static std::atomic<uint64_t> streams{0};
   return std::mt19937_64(base * 0x9E3779B97F4A7C15ULL + streams.fetch_add(1, std::memory_order_relaxed));
@@ -58,7 +59,7 @@ std::chrono::steady_clock::time_point device_now() {
 }
 
 Stream::Stream(int device, bool is_default)
-    : device_(device), is_default_(is_default), worker_([this] { run(); }) {}
+    : device_(device), is_default_(is_default), jitter_rng_(jitter_rng()), worker_([this] { run(); }) {}
 
 Stream::~Stream() {
   {
@@ -84,7 +85,6 @@ aclError Stream::enqueue(const char* what, Task task) {
 void Stream::run() {
   set_current_device(device_);
   const long jitter_us = config().jitter_us;
-  std::mt19937_64 rng = jitter_us > 0 ? jitter_rng() : std::mt19937_64{};
   std::uniform_int_distribution<long> jitter(0, jitter_us);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -100,7 +100,7 @@ void Stream::run() {
       TaskClock clock{std::max(item.launched, device_clock_)};
       running_task = &clock;
       const Clock::time_point t0 = Clock::now();
-      if (jitter_us > 0) spend_device_time(std::chrono::microseconds(jitter(rng)));
+      if (jitter_us > 0) spend_device_time(std::chrono::microseconds(jitter(jitter_rng_)));
       rc = item.task();
       const Clock::time_point t1 = Clock::now();
       running_task = nullptr;

@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -65,8 +66,9 @@ class Stream {
   bool stopping_ = false;
   aclError error_ = ACL_SUCCESS;
   std::string error_message_;
+  std::mt19937_64 jitter_rng_;  // ACLSIM_JITTER_US's draws; only the worker uses it
 
-  std::thread worker_;
+  std::thread worker_;  // last: it starts running with every other member made
 };
 
 HandleTable<Stream>& stream_table();
