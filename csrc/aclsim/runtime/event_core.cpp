@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <string>
 
 #include "futex.h"
@@ -53,11 +52,12 @@ size_t table_bytes(uint32_t slots) {
   return (raw + page - 1) / page * page;
 }
 
-uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+// A steady_clock time in ns (CLOCK_MONOTONIC: the same in every process).
+uint64_t to_ns(std::chrono::steady_clock::time_point t) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
 }
+
+uint64_t now_ns() { return to_ns(std::chrono::steady_clock::now()); }
 
 // Holds the table's process-shared robust mutex. A holder that died leaves
 // the table consistent (every critical section is a handful of stores), so
@@ -251,8 +251,7 @@ aclError EventCore::record(Stream& stream) {
   // destroyed before the record ran.
   aclError rc = stream.enqueue("aclrtRecordEvent", [slot, self = shared_from_this()] {
     // The device's time when it reached the record (see device_now), not when the worker woke.
-    slot->done_ns.store(static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(device_now().time_since_epoch()).count()));
+    slot->done_ns.store(to_ns(device_now()));
     slot->state.store(kDone, std::memory_order_release);
     futex_wake_all(&slot->state);
     return ACL_SUCCESS;
