@@ -51,8 +51,10 @@ of merit (goal <= 1.2); ``events / dst_clone`` shows what the barrier costs
 beyond the allocation and queued work any copy into npu:1 pays, and
 ``(events - alloc_dst) / (same_device - alloc_src)`` compares the two copies
 without torch_npu's allocation in each (a difference of medians: an
-estimate). All numbers come from one process and one run; host times are
-medians.
+estimate). Beside each host time, "CPU" is the calling thread's CPU time in
+the call (``time.thread_time()``): when the two agree, the caller spent the
+time itself rather than waiting for a core. All numbers come from one
+process and one run; host and CPU times are medians.
 
 ``main(argv)`` returns the results as a dict.
 """
@@ -133,8 +135,8 @@ def _set_hook(state: bool | None) -> None:
         copies.enable(synchronize=state)
 
 
-def _one(op: Op, x: torch.Tensor, pending: float | None) -> tuple[float, int]:
-    """Host time of one call (seconds) and the stream synchronizes it made.
+def _one(op: Op, x: torch.Tensor, pending: float | None) -> tuple[float, float, int]:
+    """Host time of one call (seconds), the calling thread's CPU time in it, and its stream synchronizes.
 
     With ``pending``, the devices are synchronized and given ``pending`` seconds of work first.
     """
@@ -142,12 +144,14 @@ def _one(op: Op, x: torch.Tensor, pending: float | None) -> tuple[float, int]:
         _busy(pending)
     syncs = aclsim.counters()["aclrtSynchronizeStream"]
     x.add_(1)  # the source is written just before the copy
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     y = op(x)
     elapsed = time.perf_counter() - t0
+    cpu = time.thread_time() - c0
     syncs = aclsim.counters()["aclrtSynchronizeStream"] - syncs
     del y
-    return elapsed, syncs
+    return elapsed, cpu, syncs
 
 
 def _busy(pending: float) -> None:
@@ -166,6 +170,7 @@ def _regime(cases: Cases, x: torch.Tensor, iters: int, pending: float | None, ah
     """One regime's medians and ratios; ``ahead``: ``pending`` per call is queued at the start of each block."""
     per_call = None if ahead else pending
     times: dict[str, list[float]] = {k: [] for k in cases}
+    cpu: dict[str, list[float]] = {k: [] for k in cases}
     syncs: dict[str, int] = dict.fromkeys(cases, 0)
     # Warm-up: peer access, allocator, and the event pools. Back to back, the
     # caller outruns the queue threads and up to 128 copies (two pooled IPC
@@ -191,18 +196,22 @@ def _regime(cases: Cases, x: torch.Tensor, iters: int, pending: float | None, ah
                 _busy(pending * (BLOCK + 1))
             _one(op, x, per_call)
             for _ in range(min(BLOCK, iters - start)):
-                elapsed, n = _one(op, x, per_call)
+                elapsed, spent, n = _one(op, x, per_call)
                 times[name].append(elapsed)
+                cpu[name].append(spent)
                 syncs[name] += n
     _synchronize()  # every queued barrier call has run
     after = copies.status()
     waited_ns = after["signal_wait_ns"] - before["signal_wait_ns"]
     n_events = after["event_copies"] - before["event_copies"]
     us = {k: statistics.median(v) * 1e6 for k, v in times.items()}
+    cpu_us = {k: statistics.median(v) * 1e6 for k, v in cpu.items()}
     beyond = {"same_device": us["same_device"] - us["alloc_src"], "events": us["events"] - us["alloc_dst"]}
     return {
         "host_us": us,
         "ratio_to_same_device": {k: v / us["same_device"] for k, v in us.items()},
+        "cpu_us": cpu_us,
+        "cpu_ratio_to_same_device": {k: v / max(cpu_us["same_device"], 1e-3) for k, v in cpu_us.items()},
         "events_vs_dst_clone": us["events"] / us["dst_clone"],
         "events_extra_us": us["events"] - us["same_device"],
         "beyond_allocation_us": beyond,
@@ -220,7 +229,11 @@ def _print(title: str, r: dict[str, Any]) -> None:
             continue
         ratio = r["ratio_to_same_device"][key]
         n = r["stream_syncs_per_call"][key]
-        print(f"  {label:30s}{us[key]:9.1f} us  {ratio:6.2f}x   stream syncs/call {n:.1f}")
+        cpu, cpu_ratio = r["cpu_us"][key], r["cpu_ratio_to_same_device"][key]
+        print(
+            f"  {label:30s}{us[key]:9.1f} us  {ratio:6.2f}x   CPU {cpu:8.1f} us {cpu_ratio:6.2f}x   "
+            f"stream syncs/call {n:.1f}"
+        )
     print(
         f"  event barrier / clone on npu:1: {r['events_vs_dst_clone']:.2f}x; "
         f"event barrier - same-device copy: {r['events_extra_us']:+.1f} us"
