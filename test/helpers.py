@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch.multiprocessing as mp
@@ -152,3 +155,16 @@ def run_threads(targets: Sequence[Callable[[], None]]) -> None:
     for th in threads:
         th.join()
     assert not failures, "\n".join(failures)
+
+
+def run_script(script: Path, text: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``text`` as the file ``script`` (spawned children import their targets from it) with ``env`` added."""
+    script.write_text(text)
+    return subprocess.run(
+        [sys.executable, str(script)],
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )

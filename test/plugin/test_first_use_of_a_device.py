@@ -3,19 +3,18 @@
 torch_npu 2.13 sets a device's streams up on their first use with that
 device current: until then ``torch.npu.current_stream(i)`` and
 ``torch.npu.default_stream(i)`` raise "Uninitialized default NPU stream for
-device " (docs/troubleshooting.md; 2.7.1 sets them up at once). A copy into such a device, a tensor or an
-event received for it, and an imported descriptor must work all the same, in
-a fresh interpreter where nothing touched those devices before.
+device " (docs/troubleshooting.md; 2.7.1 sets them up at once). A copy
+into such a device, a tensor or an event received for it, and an imported
+descriptor must work all the same, in a fresh interpreter where nothing
+touched those devices before.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
-from helpers import torch_npu_version
+from helpers import run_script, torch_npu_version
 
 import aclsim
 
@@ -77,15 +76,9 @@ if __name__ == "__main__":
 """
 
 
-def test_entry_points_on_devices_the_process_has_not_used(tmp_path: os.PathLike[str]) -> None:
+def test_entry_points_on_devices_the_process_has_not_used(tmp_path: Path) -> None:
     """Copies, received tensors and events, and imports set a fresh device up themselves."""
-    script = os.path.join(tmp_path, "first_use.py")
-    with open(script, "w") as f:
-        f.write(_SCRIPT)
-    env = dict(os.environ, ACLSIM_DEVICES="4")
-    proc = subprocess.run(
-        [sys.executable, script], env=env, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path
-    )
+    proc = run_script(tmp_path / "first_use.py", _SCRIPT, ACLSIM_DEVICES="4")
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
     # torch_npu's own behaviour, which docs/troubleshooting.md describes: update the docs if it changed.

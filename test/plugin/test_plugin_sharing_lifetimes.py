@@ -38,7 +38,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -49,6 +48,7 @@ from typing import Any
 import pytest
 import torch
 import torch_npu
+from helpers import run_script
 from plugin_util import EventHoard
 from sharing_util import Scenario, delta, get, spawn_reporting
 
@@ -1007,19 +1007,6 @@ if __name__ == "__main__":
 """
 
 
-def _run_script(script: Path, text: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run ``text`` as the file ``script`` (spawned children import their targets from it) with ``env`` added."""
-    script.write_text(text)
-    return subprocess.run(
-        [sys.executable, str(script)],
-        env=dict(os.environ, **env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 def test_out_of_memory_collects_what_receivers_let_go(tmp_path: Path) -> None:
     """A producer that drops each tensor after sending it never runs out while receivers let go.
 
@@ -1030,7 +1017,7 @@ def test_out_of_memory_collects_what_receivers_let_go(tmp_path: Path) -> None:
     the released ones before the allocation fails; without it the 16th send
     raised OutOfMemoryError although no receiver held anything.
     """
-    proc = _run_script(tmp_path / "drop_after_send.py", _DROP_AFTER_SEND, ACLSIM_DEVICE_MEMORY_MB="128")
+    proc = run_script(tmp_path / "drop_after_send.py", _DROP_AFTER_SEND, ACLSIM_DEVICE_MEMORY_MB="128")
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
     assert "sent 40" in proc.stdout
 
@@ -1094,11 +1081,11 @@ def test_out_of_memory_waits_for_releases_on_their_way(tmp_path: Path) -> None:
     runs out of memory; either way no block is reused under a reader.
     """
     script = tmp_path / "run_ahead.py"
-    proc = _run_script(script, _RUN_AHEAD, ACLSIM_DEVICE_MEMORY_MB="256")
+    proc = run_script(script, _RUN_AHEAD, ACLSIM_DEVICE_MEMORY_MB="256")
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
     waits = int(proc.stdout.split("sent 150 waits ")[1].split()[0])
     assert waits > 0, proc.stdout
-    proc = _run_script(script, _RUN_AHEAD, ACLSIM_DEVICE_MEMORY_MB="256", TORCH_NPU_IPC_ACL_HIDE="aclrtGetMemInfo")
+    proc = run_script(script, _RUN_AHEAD, ACLSIM_DEVICE_MEMORY_MB="256", TORCH_NPU_IPC_ACL_HIDE="aclrtGetMemInfo")
     # torch.OutOfMemoryError; a RuntimeError with the same text from older torch_npu (2.7.1)
     assert proc.returncode != 0 and "NPU out of memory" in proc.stderr, f"{proc.stdout}\n{proc.stderr[-3000:]}"
 
